@@ -132,21 +132,20 @@ EVENT_TYPES: list[type[Event]] = [
     EndOfTurn,
 ]
 
-_decoder: msgspec.json.Decoder[Any] | None = None
+_decoders: dict[tuple[type[Event], ...], msgspec.json.Decoder[Any]] = {}
 
 
 def register(event_type: type[Event]) -> type[Event]:
     """Add an event class (defined by a later layer) to the union that ``decode_event`` understands."""
-    global _decoder
     if event_type not in EVENT_TYPES:
         EVENT_TYPES.append(event_type)
-        _decoder = None
     return event_type
 
 
 def decode_event(data: bytes | str) -> Event:
     """Decode JSON produced by ``msgspec.json.encode(event)`` back into its event class."""
-    global _decoder
-    if _decoder is None:
-        _decoder = msgspec.json.Decoder(Union[tuple(EVENT_TYPES)])  # noqa: UP007 (a runtime union of a list)
-    return _decoder.decode(data)
+    key = tuple(EVENT_TYPES)
+    decoder = _decoders.get(key)
+    if decoder is None:
+        decoder = _decoders[key] = msgspec.json.Decoder(Union[key])  # noqa: UP007 (a union built at run time)
+    return decoder.decode(data)

@@ -1,0 +1,129 @@
+"""Gestures: client reports are validated; hand-landmark sequences become wave, raise_hand, point, thumbs_up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from events.errors import BadInput
+from events.gestures import LandmarkGestureClassifier, client_gesture
+from events.stamp import Stamper
+from tests import hands
+
+
+def classify(frames, classifier: LandmarkGestureClassifier | None = None) -> list[tuple[str, float]]:
+    """Feed frames; return (gesture, t_ms of the frame that fired it)."""
+    classifier = classifier or LandmarkGestureClassifier(Stamper("s"))
+    out = []
+    for landmarks, t_ms in frames:
+        out += [(g.gesture, t_ms) for g in classifier.feed(landmarks, t_ms)]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_open_palm_swinging_side_to_side_is_one_wave(seed: int) -> None:
+    frames = hands.sequence(hands.OPEN, seconds=2.5, sway_x=0.05, sway_hz=2.0, seed=seed)
+    fired = classify(frames)
+    assert [g for g, _ in fired] == ["wave"]
+    assert fired[0][1] <= 1200.0
+
+
+@pytest.mark.parametrize("roll", [-20.0, 0.0, 25.0])
+def test_a_still_upright_open_palm_is_a_raised_hand_not_a_wave(roll: float) -> None:
+    frames = hands.sequence(hands.OPEN, seconds=1.5, roll_deg=roll, seed=3)
+    fired = classify(frames)
+    assert [g for g, _ in fired] == ["raise_hand"]
+    assert 540.0 <= fired[0][1] <= 900.0  # held for raise_hold_ms (600), give or take a frame
+
+
+def test_an_extended_index_finger_is_a_point_at_the_fingertip() -> None:
+    classifier = LandmarkGestureClassifier(Stamper("s"))
+    events = []
+    for landmarks, t_ms in hands.sequence(hands.POINT, seconds=1.0, x=0.3, y=0.6, seed=1):
+        events += classifier.feed(landmarks, t_ms)
+    assert [e.gesture for e in events] == ["point"]
+    tip = hands.hand(**hands.POINT, x=0.3, y=0.6)[8]
+    assert events[0].x == pytest.approx(tip[0], abs=0.02) and events[0].y == pytest.approx(tip[1], abs=0.02)
+    assert events[0].source == "landmarks"
+
+
+def test_a_fist_with_the_thumb_up_is_a_thumbs_up() -> None:
+    assert [g for g, _ in classify(hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=2))] == ["thumbs_up"]
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        hands.sequence(hands.FIST, seconds=2.0, seed=4),
+        hands.sequence(hands.FIST, seconds=2.0, sway_x=0.05, seed=5),
+        hands.sequence(hands.OPEN, seconds=1.5, drift_x=0.3, seed=6),
+        [(None, 33.3 * i) for i in range(60)],
+    ],
+    ids=["still fist", "shaken fist", "one sweep of an open palm", "no hand"],
+)
+def test_hands_that_make_no_gesture_fire_nothing(frames) -> None:
+    assert classify(frames) == []
+
+
+def test_a_gesture_fires_again_only_after_it_was_released() -> None:
+    frames = hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=7)
+    frames += [(None, 1000.0 + 33.3 * i) for i in range(1, 30)]
+    frames += hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=8, start_ms=2000.0)
+    assert [g for g, _ in classify(frames)] == ["thumbs_up", "thumbs_up"]
+
+
+def test_bad_landmark_frames_are_refused_and_the_gesture_still_lands() -> None:
+    classifier = LandmarkGestureClassifier(Stamper("s"))
+    frames = hands.sequence(hands.OPEN, seconds=2.5, sway_x=0.05, seed=9)
+    fired, bad = [], 0
+    for i, (landmarks, t_ms) in enumerate(frames):
+        if i % 10 == 5:
+            for broken in (
+                landmarks[:20],
+                np.full((21, 3), np.nan),
+                "not landmarks",
+                [[0.1, 0.2, 0.3, 0.4]] * 21,
+            ):
+                with pytest.raises(BadInput) as err:
+                    classifier.feed(broken, t_ms - 1.0)
+                assert err.value.field == "landmarks"
+                bad += 1
+        fired += [g.gesture for g in classifier.feed(landmarks, t_ms)]
+    assert bad > 0 and fired == ["wave"]
+
+
+def test_frames_that_go_back_in_time_are_refused() -> None:
+    classifier = LandmarkGestureClassifier(Stamper("s"))
+    classifier.feed(hands.hand(), 100.0)
+    for t in (100.0, 50.0, float("nan")):
+        with pytest.raises(BadInput, match="t_ms"):
+            classifier.feed(hands.hand(), t)
+
+
+def test_a_valid_client_gesture_becomes_an_event() -> None:
+    event = client_gesture(Stamper("s"), "wave", confidence=0.7, x=0.25, y=0.5)
+    assert (event.gesture, event.confidence, event.x, event.y, event.source) == (
+        "wave",
+        0.7,
+        0.25,
+        0.5,
+        "client",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"gesture": "moonwalk"}, "gesture"),
+        ({"gesture": 3}, "gesture"),
+        ({"gesture": "wave", "confidence": 1.5}, "confidence"),
+        ({"gesture": "wave", "confidence": True}, "confidence"),
+        ({"gesture": "wave", "x": -0.1}, "x"),
+        ({"gesture": "wave", "y": "top"}, "y"),
+        ({"gesture": "wave", "x": float("nan")}, "x"),
+    ],
+)
+def test_a_malformed_client_gesture_names_the_bad_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(BadInput) as err:
+        client_gesture(Stamper("s"), **kwargs)
+    assert err.value.field == field
