@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
 from events.tracing import Tracer
-from events.vocabulary import Event, Lane
+from events.vocabulary import Event
 
 Predicate = Callable[[Event], bool]
 
