@@ -1,0 +1,23 @@
+# The two commands of the README: `make run` (set up, then start onstage) and `make test` (set up, then test).
+# Both install into .venv/ at the repository root through scripts/setup, which does nothing when up to date.
+
+PY := .venv/bin/python
+
+.PHONY: setup run test lint bench
+
+setup:
+	@scripts/setup
+
+run: setup
+	.venv/bin/onstage listen --demo
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+test: lint
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) benchmarks/bus.py
+	$(PY) benchmarks/listeners.py

@@ -1,0 +1,337 @@
+"""Session protocol v1 (../shared/PROTOCOL.md) as types: every message, the binary framing, the errors.
+
+This module is the contract in code. It decodes what a client sends into typed messages (or a
+``ProtocolError`` with the protocol's error code, carrying the message's ``ref`` when one could be read),
+and encodes what the server sends. Fields may be added, never changed.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import Any, Literal, Union
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+AUDIO_IN_RATE = 16_000
+MAX_REF_CHARS = 64
+MAX_TEXT_BYTES = 64 * 1024
+MAX_AUDIO_SAMPLES = 16_000
+HARD_MAX_MESSAGE_BYTES = 1024 * 1024
+
+
+class Kind(enum.IntEnum):
+    """The first byte of a binary frame."""
+
+    AUDIO_IN = 0x01
+    VIDEO = 0x02
+    AUDIO_OUT = 0x03
+
+
+class ErrorCode(enum.StrEnum):
+    BAD_JSON = "bad_json"
+    UNKNOWN_TYPE = "unknown_type"
+    BAD_FIELD = "bad_field"
+    TOO_LARGE = "too_large"
+    RATE_LIMITED = "rate_limited"
+    NOT_STARTED = "not_started"
+    UNAUTHORIZED = "unauthorized"
+    RESUME_FAILED = "resume_failed"
+    DIRECTOR = "director"
+    INTERNAL = "internal"
+
+
+class ProtocolError(Exception):
+    """A client message the server refuses: answered with an ``error`` message, fatal or not."""
+
+    def __init__(self, code: ErrorCode, message: str, ref: str | None = None, fatal: bool = False) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.ref = ref
+        self.fatal = fatal
+
+
+# ---------------------------------------------------------------------------------------------- client
+
+
+class ClientMessage(msgspec.Struct, kw_only=True, tag_field="type"):
+    """Base of every client message; ``ref`` is echoed in every answer to it."""
+
+    ref: str | None = None
+
+
+class Resume(msgspec.Struct, kw_only=True):
+    session_id: str
+    resume_token: str
+
+
+class SessionStart(ClientMessage, kw_only=True, tag="session.start"):
+    seed: int | None = None
+    character: str | None = None
+    plan: str | dict[str, Any] | None = None
+    story: str | None = None
+    director: Literal["auto", "script", "llm", "none"] = "auto"
+    resume: Resume | None = None
+
+
+class InputText(ClientMessage, kw_only=True, tag="input.text"):
+    text: str
+
+
+class InputGesture(ClientMessage, kw_only=True, tag="input.gesture"):
+    gesture: str
+    confidence: float = 1.0
+    x: float | None = None
+    y: float | None = None
+
+
+class InputTranscript(ClientMessage, kw_only=True, tag="input.transcript"):
+    text: str
+    final: bool
+
+
+class ResponseInterrupt(ClientMessage, kw_only=True, tag="response.interrupt"):
+    pass
+
+
+class PlanRun(ClientMessage, kw_only=True, tag="plan.run"):
+    plan: str | dict[str, Any]
+
+
+class StoryIntervene(ClientMessage, kw_only=True, tag="story.intervene"):
+    text: str
+
+
+class StoryChoose(ClientMessage, kw_only=True, tag="story.choose"):
+    choice: str
+
+
+class StoryRewind(ClientMessage, kw_only=True, tag="story.rewind"):
+    checkpoint: str
+
+
+class Ping(ClientMessage, kw_only=True, tag="ping"):
+    pass
+
+
+CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
+    SessionStart,
+    InputText,
+    InputGesture,
+    InputTranscript,
+    ResponseInterrupt,
+    PlanRun,
+    StoryIntervene,
+    StoryChoose,
+    StoryRewind,
+    Ping,
+)
+_BY_TYPE: dict[str, type[ClientMessage]] = {m.__struct_config__.tag: m for m in CLIENT_MESSAGES}  # type: ignore[misc]
+_DECODERS = {tag: msgspec.json.Decoder(cls) for tag, cls in _BY_TYPE.items()}
+_ANY = msgspec.json.Decoder(Any)
+
+
+def decode_client_text(data: str | bytes) -> ClientMessage:
+    """Decode one text frame; raises ``ProtocolError`` (bad_json, unknown_type, bad_field, too_large)."""
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > MAX_TEXT_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"text message of {len(raw)} bytes is over {MAX_TEXT_BYTES}")
+    try:
+        obj = _ANY.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(ErrorCode.BAD_JSON, f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(ErrorCode.BAD_JSON, "a message must be a JSON object")
+    ref = obj.get("ref")
+    if ref is not None and (not isinstance(ref, str) or len(ref) > MAX_REF_CHARS):
+        raise ProtocolError(
+            ErrorCode.BAD_FIELD, f"ref must be a string of at most {MAX_REF_CHARS} characters"
+        )
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "a message needs a string field 'type'", ref)
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {kind!r}", ref)
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"{kind}: {exc}", ref) from None
+
+
+def decode_audio_in(frame: bytes) -> bytes:
+    """The PCM payload of an audio-in binary frame (kind 0x01, 1 to 16000 samples)."""
+    if not frame:
+        raise ProtocolError(ErrorCode.BAD_FIELD, "empty binary frame")
+    if frame[0] != Kind.AUDIO_IN:
+        raise ProtocolError(
+            ErrorCode.BAD_FIELD, f"clients send binary kind 0x01 (audio), got 0x{frame[0]:02x}"
+        )
+    payload = frame[1:]
+    if len(payload) % 2:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"PCM16 audio needs an even byte count, got {len(payload)}")
+    samples = len(payload) // 2
+    if samples > MAX_AUDIO_SAMPLES:
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"audio frame of {samples} samples is over {MAX_AUDIO_SAMPLES}"
+        )
+    if samples == 0:
+        raise ProtocolError(ErrorCode.BAD_FIELD, "audio frame holds no samples")
+    return payload
+
+
+# ---------------------------------------------------------------------------------------------- server
+
+
+class ServerMessage(msgspec.Struct, kw_only=True, tag_field="type", omit_defaults=True):
+    """Base of every server message; ``ref`` echoes the client message it answers.
+
+    Fields with defaults are left out when they hold their default (``ref`` when unset), so every field
+    that PROTOCOL.md lists as always present has no default here.
+    """
+
+    ref: str | None = None
+
+
+class Capabilities(msgspec.Struct, kw_only=True):
+    actions: list[str]
+    emotions: list[str]
+    gestures: list[str]
+    sounds: list[str]
+
+
+class SessionStarted(ServerMessage, kw_only=True, tag="session.started"):
+    session_id: str
+    resume_token: str
+    protocol: int
+    width: int
+    height: int
+    fps: int
+    chunk_frames: int
+    audio_in_rate: int
+    audio_out_rate: int
+    capabilities: Capabilities
+
+
+class InputAccepted(ServerMessage, kw_only=True, tag="input.accepted"):
+    event_id: str
+    kind: str
+
+
+class InputSpeechStarted(ServerMessage, kw_only=True, tag="input.speech_started"):
+    event_id: str
+    audio_ms: float
+
+
+class InputSpeechStopped(ServerMessage, kw_only=True, tag="input.speech_stopped"):
+    event_id: str
+    audio_ms: float
+
+
+class InputSound(ServerMessage, kw_only=True, tag="input.sound"):
+    event_id: str
+    label: str
+    score: float
+    audio_ms: float
+
+
+class InputTranscriptOut(ServerMessage, kw_only=True, tag="input.transcript"):
+    event_id: str
+    text: str
+    final: bool
+
+
+class CharacterSpeech(ServerMessage, kw_only=True, tag="character.speech"):
+    text: str
+    state: Literal["started", "ended", "interrupted"]
+    heard_text: str | None = None
+
+
+class DirectorPlan(ServerMessage, kw_only=True, tag="director.plan"):
+    plan_id: str
+    epoch: int
+    summary: str
+
+
+class StoryState(ServerMessage, kw_only=True, tag="story.state"):
+    node: str
+    choices: list[dict[str, Any]]
+    checkpoint: str
+    history: list[Any]
+
+
+class Metrics(ServerMessage, kw_only=True, tag="metrics"):
+    fps: float
+    on_time: float
+    reaction_ms_p50: float | None
+    reaction_ms_p95: float | None
+    queue: int
+
+
+class Error(ServerMessage, kw_only=True, tag="error"):
+    code: str
+    message: str
+    fatal: bool
+
+
+class Pong(ServerMessage, kw_only=True, tag="pong"):
+    pass
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_server(message: ServerMessage) -> str:
+    """A server message as the text of one WebSocket frame."""
+    return _ENCODER.encode(message).decode()
+
+
+def error_message(exc: ProtocolError) -> Error:
+    return Error(code=str(exc.code), message=exc.message, fatal=exc.fatal, ref=exc.ref)
+
+
+class VideoHeader(msgspec.Struct, kw_only=True):
+    seq: int
+    chunk: int
+    frame: int
+    pts_ms: float
+    width: int
+    height: int
+    reflects: list[str] = []
+
+
+class AudioHeader(msgspec.Struct, kw_only=True):
+    seq: int
+    pts_ms: float
+    samples: int
+
+
+def encode_media(kind: Kind, header: VideoHeader | AudioHeader, payload: bytes) -> bytes:
+    """A binary frame: kind byte, 4-byte big-endian header length, JSON header, payload."""
+    head = _ENCODER.encode(header)
+    return bytes([kind]) + struct.pack(">I", len(head)) + head + payload
+
+
+def decode_media(frame: bytes) -> tuple[Kind, dict[str, Any], bytes]:
+    """Split a server binary frame into (kind, header, payload): for clients and tests."""
+    kind = Kind(frame[0])
+    (n,) = struct.unpack(">I", frame[1:5])
+    return kind, msgspec.json.decode(frame[5 : 5 + n]), frame[5 + n :]
+
+
+AnyServerMessage = Union[  # noqa: UP007 (kept as a named union for clients that decode everything)
+    SessionStarted,
+    InputAccepted,
+    InputSpeechStarted,
+    InputSpeechStopped,
+    InputSound,
+    InputTranscriptOut,
+    CharacterSpeech,
+    DirectorPlan,
+    StoryState,
+    Metrics,
+    Error,
+    Pong,
+]
