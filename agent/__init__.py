@@ -1,0 +1,1 @@
+"""The minds: behavior plans, the realizer, scripted plans and the Director (slow thinking)."""

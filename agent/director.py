@@ -1,0 +1,536 @@
+"""The Director: slow thinking. A langgraph graph run as a background task, one per session.
+
+The Director reads the session's events (end of turn with transcript, typed text, gestures, sounds, plan
+progress, the character's own speech), folds them into its state and, when something calls for an answer,
+runs its graph: ``fold`` (new observations into the history) -> ``think`` (one chat-completions call,
+streamed, tool-call deltas assembled) -> ``act`` (run the tools, which send plan blocks to the realizer)
+-> ``think`` again while the LLM keeps calling tools, up to ``max_steps`` calls.
+
+It never blocks the fast loop: the realizer keeps playing plans, idle and reflexes whatever the LLM does.
+- Triggers are debounced and at most one run is in flight; triggers during a run start the next one.
+- When the user speaks while a run is in flight (barge-in), the run is cancelled (``barge_in="cancel"``)
+  or left to finish with its plans dead on arrival (``"stale"``); either way the Director's epoch in the
+  realizer advances, so plans of the old run still waiting die at dispatch.
+- What the character said is what was heard: when its speech is cut, the ``say`` in the history is
+  rewritten to ``heard_text`` before the next call.
+- Failures (timeouts, HTTP errors, malformed streams, an endpoint that is down) publish a
+  ``DirectorError`` (code ``director``, not fatal), call ``on_error``, and the run is retried with
+  exponential backoff, ``retries`` times. Broken or unknown tool calls are answered to the LLM as tool
+  errors and are not failures.
+
+State (history, memory, pending speech ids) is kept by a langgraph checkpointer per session (thread id):
+the in-memory saver unless one is given (a SQLite saver makes it survive restarts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import msgspec
+import openai
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+from agent.director_config import DirectorConfig
+from agent.llm import AssistantTurn, ToolCall, complete
+from agent.plans import Block
+from agent.progress import BlockDropped, BlockInterrupted, CharacterSpeech, DirectorError, DirectorPlan
+from agent.realizer import Realizer, Submission
+from agent.script import Place
+from agent.tooling import ToolContext, ToolSet
+from events.bus import EventBus, Subscription
+from events.stamp import Stamper
+from events.vocabulary import (
+    EndOfTurn,
+    Event,
+    Gesture,
+    Interrupt,
+    SoundClass,
+    SpeechStarted,
+    TextInput,
+    Transcript,
+)
+from streaming_model.manifest import Manifest, build_manifest
+
+ErrorCallback = Callable[[DirectorError], None]
+ContextProvider = Callable[[], str]
+
+_BARGE_IN = (SpeechStarted, Interrupt, TextInput, EndOfTurn)
+_USER_ACTIVITY = (SpeechStarted, Transcript, TextInput, Gesture, EndOfTurn, Interrupt)
+_CANCELLED_RESULT = json.dumps({"ok": False, "error": "not run: the user spoke first"})
+
+
+class DirectorState(TypedDict, total=False):
+    """What the checkpointer keeps per session."""
+
+    messages: list[dict[str, Any]]
+    memory: list[str]
+    spoken: dict[str, str]
+    """Speech block id -> id of the ``say`` tool call that made it (to rewrite it to what was heard)."""
+    steps: int
+    spoke: bool
+    final: bool
+
+
+class DirectorStats(msgspec.Struct):
+    """Counters for tests, benchmarks and metrics."""
+
+    runs: int = 0
+    completed: int = 0
+    cancelled: int = 0
+    stale: int = 0
+    failed: int = 0
+    llm_calls: int = 0
+    plans: int = 0
+
+
+class Director:
+    """One session's Director. ``start()`` it, feed it events (from the bus, or ``feed``), ``stop()`` it."""
+
+    def __init__(
+        self,
+        config: DirectorConfig,
+        realizer: Realizer,
+        tools: ToolSet,
+        *,
+        bus: EventBus | None = None,
+        session: str = "session",
+        places: dict[str, Place] | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
+        on_error: ErrorCallback | None = None,
+        manifest: Manifest | None = None,
+    ) -> None:
+        self.config = config
+        self.realizer = realizer
+        self.tools = tools
+        self.bus = bus
+        self.session = session
+        self.places = dict(places or {})
+        self.manifest = manifest or build_manifest()
+        self.on_error = on_error
+        self.stats = DirectorStats()
+        self.errors: list[DirectorError] = []
+        self._owns_client = client is None
+        self.client = client or openai.AsyncOpenAI(
+            base_url=config.base_url,
+            # Local servers (vLLM, Ollama, llama.cpp) take any key, but the client insists on one.
+            api_key=config.api_key or "not-needed",
+            max_retries=0,
+            timeout=config.timeout_s,
+        )
+        self._graph = self._build_graph().compile(checkpointer=checkpointer or InMemorySaver())
+        self._thread = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_steps + 8}
+        self._stamp = Stamper(session, prefix="d")
+        self._contexts: list[ContextProvider] = []
+        self._inbox: list[Event] = []
+        self._lines: list[str] = []
+        self._heard: list[tuple[str, str]] = []
+        self._server_transcript: list[str] = []
+        self._cause: str | None = None
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._feed_task: asyncio.Task[None] | None = None
+        self._sub: Subscription | None = None
+        self._run: asyncio.Task[None] | None = None
+        self._run_epoch = 0
+        self._ctx: ToolContext | None = None
+        self._due: float | None = None
+        self._not_before = 0.0
+        self._attempt = 0
+        self._last_activity = 0.0
+        self._idle_fired = False
+        self._call_ids = itertools.count(1)
+
+    # ------------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Subscribe to the bus now (nothing published after this is missed) and start the background task."""
+        if self._loop_task is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._last_activity = loop.time()
+        if self.bus is not None:
+            self._sub = self.bus.subscribe(name=f"director:{self.session}", where=self._wants)
+            self._feed_task = asyncio.create_task(self._read_bus(self._sub), name="director-bus")
+        self._loop_task = asyncio.create_task(self._main(), name=f"director:{self.session}")
+
+    async def stop(self) -> None:
+        """Cancel any run in flight, end the background tasks and close the HTTP client it made."""
+        if self._sub is not None:
+            self._sub.close()
+        for task in (self._run, self._feed_task, self._loop_task):
+            if task is not None and not task.done():
+                task.cancel()
+        for task in (self._run, self._feed_task, self._loop_task):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._loop_task = self._feed_task = self._run = None
+        if self._owns_client:
+            await self.client.close()
+
+    def feed(self, event: Event) -> None:
+        """Hand the Director an event directly (without a bus): benchmarks, tests, other minds."""
+        self._inbox.append(event)
+        self._wake.set()
+
+    def observe(self, line: str, *, trigger: bool = True, cause: str | None = None) -> None:
+        """Add an observation in words (a story move, a UI command...); ``trigger`` asks for a run."""
+        self._lines.append(line)
+        if trigger:
+            self._request(cause)
+        self._wake.set()
+
+    def add_context(self, provider: ContextProvider) -> None:
+        """Add a section to the system prompt, read at every call (the story's current beat, for one)."""
+        self._contexts.append(provider)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run is in flight."""
+        return self._run is not None and not self._run.done()
+
+    async def settle(self) -> None:
+        """Wait until nothing is in flight, due or unread (wrap in ``asyncio.timeout``)."""
+        while True:
+            self._idle.clear()
+            self._wake.set()
+            await self._idle.wait()
+            if not self.busy and self._due is None and not self._inbox:
+                return
+
+    async def history(self) -> list[dict[str, Any]]:
+        """The conversation as the next call will send it (without the system prompt)."""
+        snapshot = await self._graph.aget_state(self._thread)
+        return list(snapshot.values.get("messages", []))
+
+    async def memory(self) -> list[str]:
+        """Facts the LLM asked to remember."""
+        snapshot = await self._graph.aget_state(self._thread)
+        return list(snapshot.values.get("memory", []))
+
+    # ----------------------------------------------------------------------------------- intake
+
+    def _wants(self, event: Event) -> bool:
+        if isinstance(event, BlockDropped | BlockInterrupted | CharacterSpeech):
+            return event.source == "director"
+        return isinstance(event, (*_USER_ACTIVITY, SoundClass))
+
+    async def _read_bus(self, sub: Subscription) -> None:
+        async for event in sub:
+            self.feed(event)
+
+    def _request(self, cause: str | None) -> None:
+        loop = asyncio.get_running_loop()
+        self._cause = cause or self._cause
+        self._due = max(loop.time() + self.config.debounce_s, self._not_before)
+
+    def _take(self, event: Event) -> None:
+        """Fold one event into the pending observations; ask for a run if it calls for an answer."""
+        now = asyncio.get_running_loop().time()
+        if isinstance(event, _USER_ACTIVITY):
+            self._last_activity = now
+            self._idle_fired = False
+        if isinstance(event, _BARGE_IN) and self.busy:
+            self._barge_in()
+        trigger = False
+        if isinstance(event, EndOfTurn):
+            text = (event.transcript or " ".join(self._server_transcript)).strip()
+            self._server_transcript.clear()
+            line = f"The user said: {json.dumps(text)}"
+            if text and line not in self._lines:  # a client's final transcript may have said it already
+                self._lines.append(line)
+                trigger = True
+        elif isinstance(event, Transcript) and event.final:
+            if event.source == "client":
+                self._lines.append(f"The user said: {json.dumps(event.text.strip())}")
+                trigger = True
+            else:
+                self._server_transcript.append(event.text.strip())
+        elif isinstance(event, TextInput):
+            self._lines.append(f"The user typed: {json.dumps(event.text.strip())}")
+            trigger = True
+        elif isinstance(event, Gesture) and event.gesture in self.config.salient_gestures:
+            self._lines.append(f"The user made a gesture: {event.gesture}")
+            trigger = True
+        elif (
+            isinstance(event, SoundClass) and event.label in self.config.salient_sounds and event.score >= 0.3
+        ):
+            self._lines.append(f"A sound was heard: {event.label}")
+            trigger = True
+        elif isinstance(event, Interrupt):
+            self._lines.append("The user interrupted you.")
+        elif isinstance(event, CharacterSpeech) and event.state == "interrupted":
+            self._heard.append((event.block_id, event.heard_text or ""))
+            self._lines.append(f"You were cut off; the user heard only: {json.dumps(event.heard_text or '')}")
+        elif isinstance(event, BlockDropped | BlockInterrupted):
+            label = event.label or event.block_id
+            self._lines.append(f"Your plan {json.dumps(label)} did not play to the end ({event.reason}).")
+        if trigger:
+            self._request(event.id)
+
+    def _barge_in(self) -> None:
+        """The user spoke while a run was in flight: its plans are stale; cancel it if so configured."""
+        if not self._stale():
+            self.realizer.advance_epoch("director")
+            if self.config.barge_in == "stale":
+                self.stats.stale += 1
+        if self.config.barge_in == "cancel" and self._run is not None:
+            self._run.cancel()
+
+    # ------------------------------------------------------------------------------------- loop
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            inbox, self._inbox = self._inbox, []
+            for event in inbox:
+                self._take(event)
+            if self._run is not None and self._run.done():
+                self._finish(self._run)
+                self._run = None
+            now = loop.time()
+            idle_s = self.config.idle_after_s
+            if (
+                idle_s is not None
+                and self._run is None
+                and self._due is None
+                and not self._idle_fired
+                and now - self._last_activity >= idle_s
+            ):
+                self._idle_fired = True
+                self.observe(f"(The user has been quiet for {round(now - self._last_activity)} s.)")
+            if self._run is None and self._due is not None and now >= self._due:
+                self._due = None
+                self._run_epoch = self.realizer.epoch("director")
+                self._run = asyncio.create_task(self._invoke(), name="director-run")
+                self._run.add_done_callback(lambda _: self._wake.set())
+            timeout = None
+            if self._run is None and self._due is not None:
+                timeout = self._due - now
+            elif self._run is None and idle_s is not None and not self._idle_fired:
+                timeout = max(0.0, self._last_activity + idle_s - now)
+            if not self._inbox and self._run is None and self._due is None:
+                self._idle.set()
+            self._wake.clear()
+            if self._inbox:
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+
+    async def _invoke(self) -> None:
+        self.stats.runs += 1
+        await self._graph.ainvoke({"steps": 0, "spoke": False, "final": False}, self._thread)
+
+    def _finish(self, run: asyncio.Task[None]) -> None:
+        """Account for a finished run: success, cancellation, or a failure to report and retry."""
+        loop = asyncio.get_running_loop()
+        if run.cancelled():
+            self.stats.cancelled += 1
+            return
+        exc = run.exception()
+        if exc is None:
+            self.stats.completed += 1
+            self._attempt = 0
+            return
+        self.stats.failed += 1
+        self._attempt += 1
+        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        error = self._stamp(DirectorError, message=message[:500], attempt=self._attempt)
+        self.errors.append(error)
+        if self.bus is not None:
+            self.bus.publish_nowait(error)
+        if self.on_error is not None:
+            self.on_error(error)
+        if self._attempt <= self.config.retries:
+            delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** (self._attempt - 1))
+            self._not_before = loop.time() + delay
+            self._request(None)
+        else:
+            self._attempt = 0  # give up on this turn; the next trigger starts afresh
+
+    # ------------------------------------------------------------------------------------ graph
+
+    def _build_graph(self) -> StateGraph:
+        graph = StateGraph(DirectorState)
+        graph.add_node("fold", self._fold)
+        graph.add_node("think", self._think)
+        graph.add_node("act", self._act)
+        graph.add_edge(START, "fold")
+        graph.add_conditional_edges("fold", self._after_fold, ["think", END])
+        graph.add_conditional_edges("think", self._after_think, ["act", END])
+        graph.add_conditional_edges("act", self._after_act, ["think", END])
+        return graph
+
+    def _stale(self) -> bool:
+        return self._run_epoch < self.realizer.epoch("director")
+
+    async def _fold(self, state: DirectorState) -> DirectorState:
+        """New observations become a user message; cut speech is rewritten to what was heard."""
+        # A deep copy: the rewrites below must not touch what the checkpointer holds.
+        messages = _close_dangling_calls(copy.deepcopy(state.get("messages", [])))
+        spoken = dict(state.get("spoken", {}))
+        for block_id, heard in self._heard:
+            call_id = spoken.pop(block_id, None)
+            if call_id is not None:
+                _rewrite_to_heard(messages, call_id, heard)
+        self._heard.clear()
+        if self._lines:
+            messages.append({"role": "user", "content": "\n".join(self._lines)})
+            self._lines.clear()
+        messages = _trim(messages, self.config.history_messages)
+        kept = {c["id"] for m in messages for c in m.get("tool_calls") or []}
+        spoken = {block: call for block, call in spoken.items() if call in kept}
+        epoch = self._run_epoch
+        cause, self._cause = self._cause, None
+        self._ctx = ToolContext(
+            submit=lambda block: self._submit(block, epoch, cause),
+            places=self.places,
+            memory=list(state.get("memory", [])),
+        )
+        return {"messages": messages, "spoken": spoken, "steps": 0, "spoke": False, "final": False}
+
+    def _after_fold(self, state: DirectorState) -> str:
+        messages = state.get("messages", [])
+        return "think" if messages and messages[-1]["role"] in ("user", "tool") else END
+
+    async def _think(self, state: DirectorState) -> DirectorState:
+        self.stats.llm_calls += 1
+        assert self._ctx is not None
+        request = [{"role": "system", "content": self._system_prompt(self._ctx.memory)}, *state["messages"]]
+        async with asyncio.timeout(self.config.timeout_s):
+            turn = await complete(
+                self.client,
+                model=self.config.model,
+                messages=request,
+                tools=self.tools.schemas(),
+                stream=self.config.stream,
+                temperature=self.config.temperature,
+                max_tokens=self.config.max_tokens,
+            )
+        if (
+            not turn.tool_calls
+            and turn.text.strip()
+            and self.config.text_as_speech
+            and not state.get("spoke")
+        ):
+            # Plain text is what the character says: record it as the say call it stands for.
+            say = ToolCall(f"speech_{next(self._call_ids)}", "say", json.dumps({"text": turn.text.strip()}))
+            turn = AssistantTurn("", [say], turn.finish_reason)
+        return {"messages": [*state["messages"], turn.message()]}
+
+    def _after_think(self, state: DirectorState) -> str:
+        # A stale run still acts: its plans reach the realizer and die there at dispatch (reported as
+        # dropped), and the LLM's history records that they did not play.
+        return "act" if state["messages"][-1].get("tool_calls") else END
+
+    async def _act(self, state: DirectorState) -> DirectorState:
+        assert self._ctx is not None
+        ctx = self._ctx
+        messages = list(state["messages"])
+        spoken = dict(state.get("spoken", {}))
+        spoke = bool(state.get("spoke"))
+        calls = messages[-1]["tool_calls"]
+        for call in calls:
+            before = len(ctx.submitted)
+            answer = await self.tools.call(call["function"]["name"], call["function"]["arguments"], ctx)
+            if call["function"]["name"] == "say" and answer.ok:
+                spoke = True
+                for block_id in ctx.submitted[before:]:
+                    spoken[block_id] = call["id"]
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer.to_text()})
+        return {
+            "messages": messages,
+            "memory": list(ctx.memory),
+            "spoken": spoken,
+            "steps": state.get("steps", 0) + 1,
+            "spoke": spoke,
+            # Text spoken in place of tool calls ends the run: there is nothing for the LLM to follow up.
+            "final": all(c["id"].startswith("speech_") for c in calls),
+        }
+
+    def _after_act(self, state: DirectorState) -> str:
+        if self._stale() or state.get("final") or state.get("steps", 0) >= self.config.max_steps:
+            return END
+        return "think"
+
+    def _submit(self, block: Block, epoch: int, cause: str | None) -> Submission:
+        block = msgspec.structs.replace(block, source="director", epoch=epoch, cause=cause)
+        submission = self.realizer.submit(block)
+        if submission.accepted:
+            self.stats.plans += 1
+            if self.bus is not None:
+                summary = block.label or ", ".join(type(b).__name__.lower() for b in block.behaviors)
+                self.bus.publish_nowait(
+                    self._stamp(DirectorPlan, plan_id=submission.block_id, epoch=epoch, summary=summary)
+                )
+        return submission
+
+    def _system_prompt(self, memory: list[str]) -> str:
+        m = self.manifest
+        parts = [
+            self.config.persona,
+            f"Actions you can perform: {', '.join(a.name for a in m.actions)}.",
+            f"Emotions: {', '.join(m.emotions)}.",
+            "Screen coordinates: x from -1 (left) to 1 (right), y from -1 (top) to 1 (bottom); the user is at 0, 0.",
+        ]
+        if self.places:
+            parts.append(
+                "Places in the scene: " + ", ".join(f"{n} (x={p.x:+.2f})" for n, p in self.places.items())
+            )
+        if memory:
+            parts.append("Things you remember:\n" + "\n".join(f"- {fact}" for fact in memory))
+        parts += [provider() for provider in self._contexts]
+        return "\n\n".join(p for p in parts if p)
+
+
+def _close_dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answer tool calls that a cancelled run left without results (the API requires an answer each)."""
+    out: list[dict[str, Any]] = []
+    waiting: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            if message.get("tool_call_id") in waiting:
+                waiting.remove(message["tool_call_id"])
+        else:
+            out += [{"role": "tool", "tool_call_id": cid, "content": _CANCELLED_RESULT} for cid in waiting]
+            waiting = [c["id"] for c in message.get("tool_calls") or []]
+        out.append(message)
+    out += [{"role": "tool", "tool_call_id": cid, "content": _CANCELLED_RESULT} for cid in waiting]
+    return out
+
+
+def _rewrite_to_heard(messages: list[dict[str, Any]], call_id: str, heard: str) -> None:
+    """Make the ``say`` call ``call_id`` say only ``heard``, and note the cut in its result."""
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if call["id"] == call_id:
+                try:
+                    arguments = json.loads(call["function"]["arguments"])
+                except json.JSONDecodeError:
+                    arguments = {}
+                arguments["text"] = heard
+                call["function"]["arguments"] = json.dumps(arguments)
+        if message["role"] == "tool" and message.get("tool_call_id") == call_id:
+            message["content"] = json.dumps({"ok": True, "interrupted": True, "heard_text": heard})
+
+
+def _trim(messages: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """The last ``keep`` messages or so, starting at a user message (never with orphaned tool results)."""
+    if len(messages) <= keep:
+        return messages
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    inside = [i for i in users if i >= len(messages) - keep]
+    if inside:
+        return messages[inside[0] :]
+    return messages[users[-1] :] if users else messages

@@ -1,0 +1,76 @@
+"""Idle variety: what the body and eyes do when no plan holds them, so the character never freezes.
+
+A seeded schedule of small things, a function of the chunk index only (the same seed gives the same idle
+life, which keeps sessions replayable): the eyes shift every second or few, and every few seconds a
+micro-action (a nod, a glance aside with the head) plays for about a second.
+"""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+
+from agent.plans import CHUNK_S
+
+
+class IdleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How lively the idle character is. Intervals are (shortest, longest) seconds, drawn uniformly."""
+
+    seed: int = 0
+    every_s: tuple[float, float] = (2.5, 5.5)
+    hold_s: tuple[float, float] = (0.7, 1.4)
+    actions: tuple[str, ...] = ("nod", "look_at", "look_at", "shake_head")
+    gaze_every_s: tuple[float, float] = (0.8, 2.5)
+    gaze_range: float = 0.35
+
+
+class IdleMoment(msgspec.Struct, frozen=True):
+    """The idle choice for one chunk: an action (with its look_at target) and where the eyes look."""
+
+    action: str
+    target: tuple[float, float]
+    gaze: tuple[float, float]
+
+
+class IdleVariety:
+    """The idle schedule of one session, extended lazily as chunks are asked for."""
+
+    def __init__(self, config: IdleConfig | None = None) -> None:
+        self.config = config or IdleConfig()
+        self._rng = random.Random(self.config.seed)
+        # Spans (start, end, action, target) of micro-actions, and (start, gaze) of eye shifts, in chunks.
+        self._actions: list[tuple[int, int, str, tuple[float, float]]] = []
+        self._gazes: list[tuple[int, tuple[float, float]]] = [(0, (0.0, 0.0))]
+        self._action_horizon = self._chunks(self.config.every_s)
+        self._gaze_horizon = self._chunks(self.config.gaze_every_s)
+
+    def _chunks(self, span: tuple[float, float]) -> int:
+        return max(1, round(self._rng.uniform(*span) / CHUNK_S))
+
+    def _point(self, scale: float) -> tuple[float, float]:
+        r = min(1.0, max(0.0, self.config.gaze_range * scale))  # conditions take points in [-1, 1] only
+        return (round(self._rng.uniform(-r, r), 3), round(self._rng.uniform(-r / 2, r / 2), 3))
+
+    def _extend(self, k: int) -> None:
+        while self._action_horizon <= k:
+            start = self._action_horizon
+            end = start + self._chunks(self.config.hold_s)
+            action = self._rng.choice(self.config.actions) if self.config.actions else "idle"
+            target = self._point(2.0) if action == "look_at" else (0.0, 0.0)
+            self._actions.append((start, end, action, target))
+            self._action_horizon = end + self._chunks(self.config.every_s)
+        while self._gaze_horizon <= k:
+            self._gazes.append((self._gaze_horizon, self._point(1.0)))
+            self._gaze_horizon += self._chunks(self.config.gaze_every_s)
+
+    def at(self, k: int) -> IdleMoment:
+        """What the idle character does in chunk ``k``."""
+        self._extend(k)
+        gaze = next(g for start, g in reversed(self._gazes) if start <= k)
+        for start, end, action, target in reversed(self._actions):
+            if start <= k < end:
+                return IdleMoment(action=action, target=target, gaze=gaze)
+            if end <= k:
+                break
+        return IdleMoment(action="idle", target=(0.0, 0.0), gaze=gaze)

@@ -1,0 +1,111 @@
+"""The minds of one session, wired together: the realizer plus the scripted plan or the Director.
+
+The session conductor builds one ``Minds`` per session, ``start()``s it, calls ``tick(k)`` once per chunk
+and forwards the voice's reports to ``realizer``. With the LLM as the mind, a script given too still
+lends its places and idle variety (its timeline and triggers stay off: the Director decides). Reflexes,
+when configured, run under either mind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import openai
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agent.director import Director, ErrorCallback
+from agent.director_config import DirectorConfig, Mind
+from agent.idle import IdleVariety
+from agent.realizer import ChunkOutput, Realizer, VoiceReports
+from agent.reflex import ReflexConfig, ReflexPolicy
+from agent.script import Script, ScriptRunner
+from agent.tooling import ToolSet
+from events.bus import EventBus
+from streaming_model.manifest import Manifest
+
+
+class Minds:
+    """A session's realizer and its mind; ``script`` and ``director`` are None when not in use."""
+
+    def __init__(
+        self,
+        realizer: Realizer,
+        bus: EventBus,
+        script: ScriptRunner | None = None,
+        director: Director | None = None,
+        reflex: ReflexPolicy | None = None,
+    ) -> None:
+        self.realizer = realizer
+        self.bus = bus
+        self.script = script
+        self.director = director
+        self.reflex = reflex
+        self._listeners: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        bus: EventBus,
+        session: str,
+        mind: Mind,
+        manifest: Manifest,
+        config: DirectorConfig,
+        script: Script | None = None,
+        tools: ToolSet | None = None,
+        reflexes: ReflexConfig | None = None,
+        voice: VoiceReports = "server",
+        on_error: ErrorCallback | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
+    ) -> Minds:
+        """Wire the minds for ``mind`` (see ``director_config.choose_mind``); the LLM needs ``tools``.
+        ``reflexes`` adds the reflex policy, reading the bus (leave it None to call one yourself)."""
+        idle = IdleVariety(script.idle) if script is not None else None
+        realizer = Realizer(bus, session=session, manifest=manifest, idle=idle, voice=voice)
+        reflex = ReflexPolicy(realizer, reflexes) if reflexes is not None else None
+        if mind == "script" and script is not None:
+            return cls(realizer, bus, script=ScriptRunner(script, realizer), reflex=reflex)
+        if mind == "llm":
+            if tools is None:
+                raise ValueError("the LLM mind needs the Director's tools")
+            director = Director(
+                config,
+                realizer,
+                tools,
+                bus=bus,
+                session=session,
+                places=dict(script.places) if script is not None else None,
+                client=client,
+                checkpointer=checkpointer,
+                on_error=on_error,
+                manifest=manifest,
+            )
+            return cls(realizer, bus, director=director, reflex=reflex)
+        return cls(realizer, bus, reflex=reflex)
+
+    def start(self) -> None:
+        """Start listening: reflexes, the script's triggers and clock, or the Director's background task."""
+        if self._listeners:
+            return
+        if self.reflex is not None:
+            self._listeners.append(self.reflex.listen(self.bus))
+        if self.script is not None:
+            self.script.attach()
+            self._listeners.append(self.script.listen(self.bus))
+        if self.director is not None:
+            self.director.start()
+
+    async def stop(self) -> None:
+        """Stop the mind's tasks (the realizer needs no stopping)."""
+        for task in self._listeners:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.director is not None:
+            await self.director.stop()
+
+    def tick(self, k: int) -> ChunkOutput:
+        """Chunk ``k``'s condition and speech cues (see ``Realizer.tick``)."""
+        return self.realizer.tick(k)

@@ -1,0 +1,662 @@
+"""The behavior realizer: plan blocks on the frame clock, arbitrated by source, into chunk conditions.
+
+The session conductor calls ``tick(k)`` once per chunk, in order, and gets a ``ChunkOutput``: the
+``ChunkCondition`` for chunk k, the speech to start and to stop, the scene events and the event ids whose
+effect first shows in this chunk. Minds call ``submit(block)`` at any time; a block takes effect from the
+next tick. Everything is synchronous and cheap, so the fast loop can call it without awaiting anything.
+
+Arbitration: each channel (body, face, gaze, voice, scene) goes, chunk by chunk, to the active behavior
+of the highest-ranked source (user > safety > reflex > script > director), then the higher priority, then
+the newer block. A lower block keeps running on its own clock while it is outranked, so a reflex borrows
+the body for a startle and hands it back. Speech cannot be paused: outranked speech is cut. A block's
+``locks`` hold channels for its whole run. Free body and gaze channels play idle variety.
+
+Speech: the realizer decides when speech starts (``SpeechCue`` in the chunk output) and estimates how long
+it lasts. With ``voice="server"`` the server reports what really happened (``speech_started`` with the
+audio's duration, ``speech_audio`` with its envelope, ``speech_ended``, ``speech_interrupted`` with the
+heard text); with ``voice="estimate"`` (no audio backend) the realizer assumes speech plays as estimated.
+Either way ``CharacterSpeech`` events are published, and an interruption carries ``heard_text``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+from agent.idle import IdleVariety
+from agent.plans import (
+    CHUNK_S,
+    SOURCE_RANK,
+    WALK_SPEED_PER_S,
+    Action,
+    Behavior,
+    Block,
+    Emotion,
+    Gaze,
+    Move,
+    SceneEvent,
+    Source,
+    Speech,
+    SpeechFacts,
+    Timing,
+    behavior_channels,
+    block_length_s,
+    estimate_speech_s,
+    heard_prefix,
+    resolve_pinned,
+    validate_block,
+)
+from agent.progress import (
+    BlockDropped,
+    BlockEnded,
+    BlockInterrupted,
+    BlockStarted,
+    CharacterSpeech,
+    StrokeReached,
+)
+from events.bus import EventBus
+from events.stamp import Stamper
+from events.vocabulary import Event
+from streaming_model.condition import ChunkCondition
+from streaming_model.manifest import FRAMES_PER_CHUNK, Manifest, build_manifest
+
+VoiceReports = Literal["estimate", "server"]
+
+SPEECH_WAIT_S = 10.0
+"""How long speech waits for a voice held by a higher source before it is given up."""
+
+
+class SpeechCue(msgspec.Struct, frozen=True):
+    """Speech the server should synthesise and play from the start of ``chunk``."""
+
+    speech_id: str
+    block_id: str
+    source: str
+    text: str
+    emotion: str | None
+    estimate_s: float
+    chunk: int
+
+
+class ChunkOutput(msgspec.Struct, frozen=True):
+    """Everything the realizer decided for one chunk.
+
+    speech_stop: ids of speech to cut now (the server answers with ``speech_interrupted``).
+    reflects: ids of events whose blocks first show in this chunk. owners: channel -> block id.
+    """
+
+    chunk: int
+    condition: ChunkCondition
+    speech_start: tuple[SpeechCue, ...] = ()
+    speech_stop: tuple[str, ...] = ()
+    scene_events: tuple[str, ...] = ()
+    reflects: tuple[str, ...] = ()
+    owners: dict[str, str] = {}
+
+
+class Submission(msgspec.Struct, frozen=True):
+    """The realizer's answer to ``submit``: accepted or not, and why not."""
+
+    block_id: str
+    accepted: bool
+    reason: str = ""
+    after: tuple[str, ...] = ()
+
+
+@dataclass
+class _Voice:
+    """One speech behavior's life: when it started and what the voice reported."""
+
+    speech_id: str
+    behavior: Speech
+    start: int | None = None
+    duration_s: float | None = None
+    stopped_s: float | None = None
+    envelope: tuple[float, ...] = ()
+    finished: bool = False
+    """No longer speaking, as far as the realizer is concerned (ended, cut, or never started)."""
+
+    @property
+    def playing(self) -> bool:
+        return self.start is not None and not self.finished
+
+
+@dataclass
+class _Entry:
+    """A submitted block: waiting (``start`` None) or running."""
+
+    block: Block
+    seq: int
+    submitted: int
+    after: set[str]
+    start: int | None = None
+    position: float = 0.0
+    timings: dict[str, Timing] = field(default_factory=dict)
+    shift: float | None = None
+    fixed: dict[str, int] = field(default_factory=dict)
+    voices: dict[str, _Voice] = field(default_factory=dict)
+    strokes: set[str] = field(default_factory=set)
+    reflected: bool = False
+
+    @property
+    def rank(self) -> tuple[int, int, int]:
+        return (SOURCE_RANK[self.block.source], self.block.priority, self.seq)
+
+
+TickListener = Callable[[int], None]
+
+_SNAPSHOT_FIELDS = (
+    "_entries",
+    "_voices",
+    "_epochs",
+    "_stops",
+    "_last_k",
+    "_position_before",
+    "_reflected",
+    "_counter",
+    "position",
+    "locks",
+    "idle",
+)
+
+
+@dataclass(frozen=True)
+class RealizerSnapshot:
+    """An opaque copy of a realizer's state (see ``Realizer.snapshot``)."""
+
+    state: dict[str, object]
+
+
+class Realizer:
+    """Schedules plan blocks on the frame clock and produces each chunk's condition. One per session."""
+
+    def __init__(
+        self,
+        bus: EventBus | None = None,
+        *,
+        session: str = "session",
+        manifest: Manifest | None = None,
+        idle: IdleVariety | None = None,
+        voice: VoiceReports = "estimate",
+    ) -> None:
+        self.manifest = manifest or build_manifest()
+        self.bus = bus
+        self.idle = idle or IdleVariety()
+        self.voice = voice
+        self.position = 0.0
+        """Estimated floor x of the character in [-1, 1], integrated from the walks it dispatched."""
+        self.locks: dict[str, str] = {}
+        """Channel -> id of the block that held it in the last chunk."""
+        self._stamp = Stamper(session, prefix="r")
+        self._counter = 0
+        self._epochs: dict[str, int] = dict.fromkeys(SOURCE_RANK, 0)
+        self._entries: list[_Entry] = []
+        self._voices: dict[str, tuple[_Entry, _Voice]] = {}
+        self._stops: list[str] = []
+        self._listeners: list[TickListener] = []
+        self._last_k = -1
+        self._position_before = 0.0
+        self._reflected: set[str] = set()
+
+    # ------------------------------------------------------------------------------------ clock
+
+    @property
+    def chunk(self) -> int:
+        """The last chunk ticked (-1 before the first tick)."""
+        return self._last_k
+
+    def add_tick_listener(self, listener: TickListener) -> None:
+        """Call ``listener(k)`` at the start of every tick, before chunk k is arbitrated (scripts use it)."""
+        self._listeners.append(listener)
+
+    def remove_tick_listener(self, listener: TickListener) -> None:
+        """Stop calling ``listener`` (a story moving to a beat with another plan)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    # ----------------------------------------------------------------------------------- epochs
+
+    def epoch(self, source: str) -> int:
+        """The current epoch of ``source``: its blocks with a smaller epoch die at dispatch."""
+        return self._epochs[source]
+
+    def advance_epoch(self, source: str) -> int:
+        """Make every block of ``source`` submitted so far stale; returns the new epoch."""
+        self._epochs[source] += 1
+        for entry in [e for e in self._entries if e.start is None and e.block.source == source]:
+            self._drop(entry, "stale")
+        return self._epochs[source]
+
+    # ------------------------------------------------------------------------------- submission
+
+    def submit(self, block: Block) -> Submission:
+        """Validate ``block`` and queue it per its composition; raises ``PlanError`` if it is invalid."""
+        block = validate_block(block, self.manifest)
+        if not block.id or any(e.block.id == block.id for e in self._entries):
+            block = msgspec.structs.replace(block, id=f"{block.source}-{self._counter + 1}")
+        self._counter += 1
+        entry = _Entry(block=block, seq=self._counter, submitted=self._last_k + 1, after=set())
+        if block.epoch < self._epochs[block.source]:
+            self._publish_plan(BlockDropped, entry, reason="stale")
+            return Submission(block.id, False, f"stale epoch {block.epoch} < {self._epochs[block.source]}")
+        same = [e for e in self._entries if e.block.source == block.source]
+        if block.composition == "replace":
+            for other in same:
+                if other.start is None:
+                    self._drop(other, "replaced")
+                else:
+                    self._interrupt(other, "replaced")
+        elif block.composition == "append":
+            mine = block.channels()
+            entry.after = {e.block.id for e in same if e.block.channels() & mine}
+        self._entries.append(entry)
+        return Submission(block.id, True, after=tuple(sorted(entry.after)))
+
+    def interrupt(self, below: Source = "user") -> list[str]:
+        """Stop every block ranked below source ``below`` (speech is cut); returns their ids."""
+        stopped = []
+        for entry in list(self._entries):
+            if SOURCE_RANK[entry.block.source] < SOURCE_RANK[below]:
+                stopped.append(entry.block.id)
+                if entry.start is None:
+                    self._drop(entry, "interrupted")
+                else:
+                    self._interrupt(entry, "interrupt")
+        return stopped
+
+    def cancel(self, block_id: str) -> bool:
+        """Stop one block (a reflex ending its listening pose); False if it is not waiting or running."""
+        for entry in self._entries:
+            if entry.block.id == block_id:
+                if entry.start is None:
+                    self._drop(entry, "interrupted")
+                else:
+                    self._interrupt(entry, "interrupt")
+                return True
+        return False
+
+    def snapshot(self) -> RealizerSnapshot:
+        """Everything that decides the next chunks (blocks, voices, epochs, clock, position, idle schedule),
+        for a story checkpoint: ``restore`` it and the same inputs give the same chunks again."""
+        return RealizerSnapshot(copy.deepcopy({name: getattr(self, name) for name in _SNAPSHOT_FIELDS}))
+
+    def restore(self, snapshot: RealizerSnapshot) -> None:
+        """Go back to a ``snapshot`` (tick listeners such as a script keep their own state)."""
+        for name, value in copy.deepcopy(snapshot.state).items():
+            setattr(self, name, value)
+
+    def blocks(self) -> list[tuple[str, str, bool]]:
+        """(block id, source, running) for every block waiting or running."""
+        return [(e.block.id, e.block.source, e.start is not None) for e in self._entries]
+
+    # --------------------------------------------------------------------------- voice reports
+
+    def speech_started(self, speech_id: str, duration_s: float | None = None) -> None:
+        """The server started playing ``speech_id``; ``duration_s`` is its synthesised length."""
+        found = self._voices.get(speech_id)
+        if found is None:
+            return
+        entry, voice = found
+        if duration_s is not None and math.isfinite(duration_s) and duration_s > 0:
+            voice.duration_s = duration_s
+            self._retime(entry)
+        if self.voice == "server":
+            self._publish_speech(entry, voice, "started")
+
+    def speech_audio(self, speech_id: str, envelope: Sequence[float]) -> None:
+        """The voice's loudness per video frame (24 per second, values in [0, 1]) from the speech start."""
+        found = self._voices.get(speech_id)
+        if found is not None:
+            found[1].envelope = tuple(min(1.0, max(0.0, float(v))) for v in envelope)
+
+    def speech_ended(self, speech_id: str) -> None:
+        """The server played ``speech_id`` to the end."""
+        found = self._voices.pop(speech_id, None)
+        if found is None:
+            return
+        entry, voice = found
+        if voice.playing and voice.start is not None:
+            # Ended earlier than the realizer expected: the mouth closes now, later behaviors move up.
+            voice.duration_s = max(CHUNK_S, (self._last_k + 1 - voice.start) * CHUNK_S)
+            voice.finished = True
+            self._retime(entry)
+        if self.voice == "server":
+            self._publish_speech(entry, voice, "ended")
+
+    def speech_interrupted(self, speech_id: str, heard_text: str, played_s: float | None = None) -> None:
+        """The server cut ``speech_id`` after ``heard_text`` had been played (``played_s`` seconds)."""
+        found = self._voices.pop(speech_id, None)
+        if found is None:
+            return
+        entry, voice = found
+        if voice.playing and voice.start is not None:
+            voice.stopped_s = played_s if played_s is not None else (self._last_k + 1 - voice.start) * CHUNK_S
+            voice.finished = True
+            self._retime(entry)
+        if self.voice == "server":
+            self._publish_speech(entry, voice, "interrupted", heard_text)
+
+    # ------------------------------------------------------------------------------------- tick
+
+    def tick(self, k: int) -> ChunkOutput:
+        """Decide chunk ``k``. Call once per chunk in order; calling again with the same ``k`` (to
+        regenerate a chunk in flight) re-decides it with the blocks submitted since, without repeating
+        effects already reported."""
+        if k < self._last_k:
+            raise ValueError(f"chunk {k} is before the last ticked chunk {self._last_k}")
+        if k == self._last_k:
+            self.position = self._position_before
+        else:
+            self._position_before = self.position
+        self._last_k = k
+        for listener in self._listeners:
+            listener(k)
+        self._dispatch(k)
+        cues: list[SpeechCue] = []
+        owners, winners = self._arbitrate(k, cues)
+        stops = tuple(dict.fromkeys(self._stops))
+        self._stops.clear()
+        condition, scene = self._condition(k, winners)
+        reflects = []
+        for entry in self._entries:
+            if not entry.reflected and entry.block.id in owners.values():
+                entry.reflected = True
+                cause = entry.block.cause
+                if cause and cause not in self._reflected:
+                    self._reflected.add(cause)
+                    reflects.append(cause)
+        self._strokes(k)
+        self.locks = owners
+        return ChunkOutput(
+            chunk=k,
+            condition=condition,
+            speech_start=tuple(cues),
+            speech_stop=stops,
+            scene_events=scene,
+            reflects=tuple(reflects),
+            owners=owners,
+        )
+
+    def _dispatch(self, k: int) -> None:
+        """End finished speech and blocks, then start waiting blocks whose time has come (stale ones die)."""
+        for entry, voice in list(self._voices.values()):
+            if voice.playing and (entry not in self._entries or k >= self._span(entry, voice.behavior)[1]):
+                self._finish_voice(entry, voice)
+        for entry in [e for e in self._entries if e.start is not None]:
+            for voice in entry.voices.values():
+                waited = k - self._span(entry, voice.behavior)[0]
+                if voice.start is None and not voice.finished and waited * CHUNK_S > SPEECH_WAIT_S:
+                    # The voice stayed taken: this speech is given up, and reported as never heard.
+                    voice.finished = True
+                    self._voices.pop(voice.speech_id, None)
+                    self._publish_speech(entry, voice, "interrupted", "")
+            if k >= self._end_chunk(entry) and all(v.finished for v in entry.voices.values()):
+                self._entries.remove(entry)
+                for voice in entry.voices.values():
+                    voice.finished = True
+                self._publish_plan(BlockEnded, entry)
+        waiting_ids = {e.block.id for e in self._entries}
+        for entry in [e for e in self._entries if e.start is None]:
+            block = entry.block
+            if block.epoch < self._epochs[block.source]:
+                self._drop(entry, "stale")
+            elif block.expires_s is not None and (k - entry.submitted) * CHUNK_S > block.expires_s:
+                self._drop(entry, "expired")
+            elif not (entry.after & waiting_ids):
+                entry.start = k
+                entry.position = self.position
+                entry.voices = {
+                    b.id: _Voice(f"{block.id}/{b.id}", b) for b in block.behaviors if isinstance(b, Speech)
+                }
+                for voice in entry.voices.values():
+                    self._voices[voice.speech_id] = (entry, voice)
+                self._retime(entry)
+                self._publish_plan(BlockStarted, entry)
+
+    def _retime(self, entry: _Entry) -> None:
+        """Resolve the block's timings again (new speech facts, speech started late); started behaviors
+        stay where they are."""
+        assert entry.start is not None
+        facts = {
+            bid: SpeechFacts(duration_s=v.duration_s, stopped_s=v.stopped_s)
+            for bid, v in entry.voices.items()
+        }
+        pinned = {bid: (chunk - entry.start) * CHUNK_S for bid, chunk in entry.fixed.items()}
+        entry.timings, entry.shift = resolve_pinned(entry.block, facts, entry.position, pinned, entry.shift)
+
+    def _span(self, entry: _Entry, b: Behavior) -> tuple[int, int]:
+        """Chunks [start, end) of behavior ``b``: started behaviors keep their start chunk."""
+        assert entry.start is not None
+        t = entry.timings[b.id]
+        start = entry.fixed.get(b.id, entry.start + round(t.start / CHUNK_S))
+        if isinstance(b, Speech):
+            voice = entry.voices[b.id]
+            length = voice.stopped_s if voice.stopped_s is not None else voice.duration_s
+            if length is None:
+                length = estimate_speech_s(b.text)
+            return start, start + max(1, math.ceil(length / CHUNK_S - 1e-9))
+        if t.end is None:
+            return start, self._end_chunk(entry)
+        return start, max(start + 1, entry.start + round(t.end / CHUNK_S))
+
+    def _end_chunk(self, entry: _Entry) -> int:
+        assert entry.start is not None
+        end = entry.start + max(1, round(block_length_s(entry.timings) / CHUNK_S))
+        for b in entry.block.behaviors:
+            if isinstance(b, Speech) or (b.id in entry.fixed and entry.timings[b.id].end is not None):
+                end = max(end, self._span(entry, b)[1])
+        return end
+
+    def _arbitrate(
+        self, k: int, cues: list[SpeechCue]
+    ) -> tuple[dict[str, str], dict[str, tuple[_Entry, Behavior | None]]]:
+        """Give each channel to its best claim in chunk ``k``; start won speech, cut outranked speech."""
+        claims: dict[str, list[tuple[tuple[int, int, int, int], _Entry, Behavior | None]]] = {}
+        for entry in self._entries:
+            if entry.start is None:
+                continue
+            for channel in entry.block.locks:
+                claims.setdefault(channel, []).append(((*entry.rank, -1), entry, None))
+            for b in entry.block.behaviors:
+                start, end = self._span(entry, b)
+                voice = entry.voices.get(b.id)
+                if voice is not None and voice.start is None:
+                    # Speech not yet started keeps claiming until the voice is free, then starts late.
+                    if start > k or voice.finished:
+                        continue
+                elif voice is not None and not voice.playing:
+                    continue
+                elif not start <= k < end:
+                    continue
+                for channel in behavior_channels(b):
+                    claims.setdefault(channel, []).append(((*entry.rank, start), entry, b))
+        winners: dict[str, tuple[_Entry, Behavior | None]] = {}
+        for channel, options in claims.items():
+            _, entry, b = max(options, key=lambda o: o[0])
+            winners[channel] = (entry, b)
+        voice_winner = winners.get("voice", (None, None))[1]
+        for entry, voice in list(self._voices.values()):
+            if voice.playing and voice.behavior is not voice_winner:
+                self._cut_voice(entry, voice, k)
+        if isinstance(voice_winner, Speech):
+            entry = winners["voice"][0]
+            voice = entry.voices[voice_winner.id]
+            if voice.start is None:
+                voice.start = k
+                entry.fixed[voice_winner.id] = k
+                self._retime(entry)
+                cues.append(
+                    SpeechCue(
+                        speech_id=voice.speech_id,
+                        block_id=entry.block.id,
+                        source=entry.block.source,
+                        text=voice_winner.text,
+                        emotion=voice_winner.emotion,
+                        estimate_s=estimate_speech_s(voice_winner.text),
+                        chunk=k,
+                    )
+                )
+                if self.voice == "estimate":
+                    self._publish_speech(entry, voice, "started")
+        for entry, b in winners.values():
+            if b is not None and b.id not in entry.fixed:
+                entry.fixed[b.id] = self._span(entry, b)[0]
+        owners = {channel: entry.block.id for channel, (entry, _) in winners.items()}
+        return owners, winners
+
+    def _finish_voice(self, entry: _Entry, voice: _Voice) -> None:
+        """Speech reached its end (estimate mode reports it; the server reports its own)."""
+        voice.finished = True
+        if self.voice == "estimate":
+            del self._voices[voice.speech_id]
+            self._publish_speech(entry, voice, "ended")
+
+    def _cut_voice(self, entry: _Entry, voice: _Voice, k: int) -> None:
+        """Speech lost the voice before its end: stop it (it cannot resume)."""
+        assert voice.start is not None
+        self._stops.append(voice.speech_id)
+        voice.stopped_s = max(0.0, (k - voice.start) * CHUNK_S)
+        voice.finished = True
+        if self.voice == "estimate":
+            del self._voices[voice.speech_id]
+            duration = voice.duration_s or estimate_speech_s(voice.behavior.text)
+            heard = heard_prefix(voice.behavior.text, duration, voice.stopped_s)
+            self._publish_speech(entry, voice, "interrupted", heard)
+        if entry in self._entries:
+            self._retime(entry)
+
+    def _condition(
+        self, k: int, winners: dict[str, tuple[_Entry, Behavior | None]]
+    ) -> tuple[ChunkCondition, tuple[str, ...]]:
+        idle = self.idle.at(k)
+        action, target, paw = "idle", (0.0, 0.0), "right"
+        body = winners.get("body")
+        if body is None:
+            action, target = idle.action, idle.target
+        else:
+            b = body[1]
+            if isinstance(b, Action):
+                action = b.name
+                paw = str(b.params.get("paw", "right"))
+                target = (float(b.params.get("target_x", 0.0)), float(b.params.get("target_y", 0.0)))
+            elif isinstance(b, Move):
+                step = WALK_SPEED_PER_S * CHUNK_S
+                if abs(b.x - self.position) > step / 2:
+                    action = "walk_right" if b.x > self.position else "walk_left"
+        if action in ("walk_left", "walk_right"):
+            step = WALK_SPEED_PER_S * CHUNK_S
+            self.position = min(1.0, max(-1.0, self.position + (step if action == "walk_right" else -step)))
+        gaze_claim = winners.get("gaze")
+        if gaze_claim is None:
+            gaze = target if action == "look_at" else idle.gaze
+        elif isinstance(gaze_claim[1], Gaze):
+            gaze = (gaze_claim[1].x, gaze_claim[1].y)
+        else:
+            gaze = (0.0, 0.0)
+        emotion = "neutral"
+        face = winners.get("face")
+        if face is not None and isinstance(face[1], Emotion):
+            emotion = face[1].emotion
+        elif face is not None and isinstance(face[1], Speech) and face[1].emotion is not None:
+            emotion = face[1].emotion
+        speaking = False
+        audio = (0.0,) * FRAMES_PER_CHUNK
+        voice_claim = winners.get("voice")
+        if voice_claim is not None and isinstance(voice_claim[1], Speech):
+            voice = voice_claim[0].voices[voice_claim[1].id]
+            speaking = True
+            audio = self._envelope(voice, k)
+        scene: tuple[str, ...] = ()
+        scene_claim = winners.get("scene")
+        if scene_claim is not None and isinstance(scene_claim[1], SceneEvent):
+            if self._span(scene_claim[0], scene_claim[1])[0] == k:
+                scene = (scene_claim[1].name,)
+        condition = ChunkCondition(
+            action=action, target=target, gaze=gaze, paw=paw, emotion=emotion, speaking=speaking, audio=audio
+        )
+        return condition, scene
+
+    @staticmethod
+    def _envelope(voice: _Voice, k: int) -> tuple[float, ...]:
+        """The voice's loudness for chunk k's frames: reported by the server, or a syllable-like guess."""
+        assert voice.start is not None
+        first = (k - voice.start) * FRAMES_PER_CHUNK
+        if voice.envelope:
+            values = voice.envelope[first : first + FRAMES_PER_CHUNK]
+            return tuple(values) + (0.0,) * (FRAMES_PER_CHUNK - len(values))
+        # About four syllables a second: the mouth opens and closes rather than hanging open.
+        return tuple(
+            round(0.55 + 0.4 * math.sin(2 * math.pi * 4.0 * (first + i) / 24.0 + 0.7), 3)
+            for i in range(FRAMES_PER_CHUNK)
+        )
+
+    def _strokes(self, k: int) -> None:
+        for entry in self._entries:
+            if entry.start is None:
+                continue
+            for b in entry.block.behaviors:
+                if isinstance(b, Action | Move) and b.id not in entry.strokes:
+                    start = self._span(entry, b)[0]
+                    stroke = start + round((entry.timings[b.id].stroke - entry.timings[b.id].start) / CHUNK_S)
+                    if k >= stroke:
+                        entry.strokes.add(b.id)
+                        name = b.name if isinstance(b, Action) else "move"
+                        self._publish_plan(StrokeReached, entry, behavior=b.id, action=name)
+
+    # ---------------------------------------------------------------------------------- endings
+
+    def _drop(self, entry: _Entry, reason: Literal["stale", "expired", "replaced", "interrupted"]) -> None:
+        self._entries.remove(entry)
+        self._publish_plan(BlockDropped, entry, reason=reason)
+
+    def _interrupt(self, entry: _Entry, reason: Literal["interrupt", "replaced", "stale"]) -> None:
+        self._entries.remove(entry)
+        for voice in entry.voices.values():
+            if voice.playing:
+                self._cut_voice(entry, voice, self._last_k + 1)
+        self._publish_plan(BlockInterrupted, entry, reason=reason)
+
+    # -------------------------------------------------------------------------------- publishing
+
+    def _publish(self, event: Event) -> None:
+        if self.bus is not None:
+            self.bus.publish_nowait(event)
+
+    def _publish_plan(self, kind: type[Event], entry: _Entry, **fields: object) -> None:
+        block = entry.block
+        self._publish(
+            self._stamp(
+                kind,
+                block_id=block.id,
+                source=block.source,
+                epoch=block.epoch,
+                chunk=max(self._last_k, 0),
+                label=block.label,
+                **fields,
+            )
+        )
+
+    def _publish_speech(
+        self,
+        entry: _Entry,
+        voice: _Voice,
+        state: Literal["started", "ended", "interrupted"],
+        heard_text: str | None = None,
+    ) -> None:
+        self._publish(
+            self._stamp(
+                CharacterSpeech,
+                speech_id=voice.speech_id,
+                block_id=entry.block.id,
+                source=entry.block.source,
+                text=voice.behavior.text,
+                state=state,
+                heard_text=voice.behavior.text if state == "ended" else heard_text,
+                chunk=max(self._last_k, 0),
+            )
+        )

@@ -1,0 +1,156 @@
+"""The default reflex policy: fast, small reactions that make the character feel present.
+
+Each reflex is a short block of source ``reflex`` handed to the realizer the moment its event arrives, so
+it shows in the next chunk decided (or in the chunk in flight, when the conductor regenerates it). Being
+outranked only by user commands and safety, a reflex borrows the body, eyes or face and hands them back
+when it ends; the script or the Director carries on underneath.
+
+- The user starts speaking: eyes on the user, body settles, a nod every few seconds while listening;
+  released when the user stops.
+- A sudden sound (onset): a startle with wide eyes; once the sound has a class (a knock, a clap), a look
+  toward where such a sound comes from.
+- Gestures: a wave is waved back, a thumbs-up makes it happy, pointing makes it look there, a raised hand
+  gets its attention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+
+from agent.plans import CHUNK_S, Action, Behavior, Block, Emotion, Gaze, SyncRef
+from agent.realizer import Realizer, Submission
+from events.bus import EventBus
+from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SoundOnset, SpeechStarted, SpeechStopped
+
+
+class ReflexConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Which reflexes are on, and their thresholds. Sound looks map a YAMNet label to a screen point."""
+
+    attentive: bool = True
+    listen_max_s: float = 15.0
+    nod_every_s: float = 3.0
+    startle: bool = True
+    startle_min_db: float = 0.0
+    startle_cooldown_s: float = 2.0
+    sound_looks: dict[str, tuple[float, float]] = msgspec.field(
+        default_factory=lambda: {
+            "Knock": (0.9, 0.0),
+            "Doorbell": (0.9, -0.2),
+            "Clapping": (0.0, -0.3),
+            "Finger snapping": (0.0, -0.3),
+        }
+    )
+    sound_min_score: float = 0.3
+    gestures: bool = True
+    gesture_min_confidence: float = 0.5
+    gesture_cooldown_s: float = 2.0
+
+
+class ReflexPolicy:
+    """Turns events into reflex blocks for one session's realizer."""
+
+    def __init__(self, realizer: Realizer, config: ReflexConfig | None = None) -> None:
+        self.realizer = realizer
+        self.config = config or ReflexConfig()
+        self._listening: str | None = None
+        self._last: dict[str, int] = {}
+
+    def _cooled(self, key: str, cooldown_s: float) -> bool:
+        k = self.realizer.chunk + 1
+        last = self._last.get(key)
+        if last is not None and (k - last) * CHUNK_S < cooldown_s:
+            return False
+        self._last[key] = k
+        return True
+
+    def _submit(self, event: Event, behaviors: list[Behavior], label: str, priority: int = 0) -> Submission:
+        block = Block(
+            behaviors=behaviors,
+            source="reflex",
+            priority=priority,
+            epoch=self.realizer.epoch("reflex"),
+            cause=event.id,
+            label=label,
+        )
+        return self.realizer.submit(block)
+
+    def on_event(self, event: Event) -> Submission | None:
+        """React to ``event`` now; returns the submitted block's receipt, or None if nothing fires."""
+        c = self.config
+        if isinstance(event, SpeechStarted) and c.attentive:
+            return self._listen(event)
+        if isinstance(event, SpeechStopped | EndOfTurn):
+            if self._listening is not None:
+                self.realizer.cancel(self._listening)
+                self._listening = None
+            return None
+        if isinstance(event, SoundOnset):
+            if (
+                c.startle
+                and event.strength_db >= c.startle_min_db
+                and self._cooled("startle", c.startle_cooldown_s)
+            ):
+                startle = [Action(name="startle"), Emotion(emotion="surprised", duration_s=1.0)]
+                return self._submit(event, startle, "startle", priority=1)
+            return None
+        if isinstance(event, SoundClass):
+            look = c.sound_looks.get(event.label)
+            if look is not None and event.score >= c.sound_min_score and self._cooled(event.label, 2.0):
+                x, y = look
+                glance = Action(name="look_at", params={"target_x": x, "target_y": y}, duration_s=1.5)
+                return self._submit(event, [glance], f"look toward {event.label}")
+            return None
+        if isinstance(event, Gesture) and c.gestures and event.confidence >= c.gesture_min_confidence:
+            behaviors = self._gesture(event)
+            if behaviors and self._cooled(f"gesture:{event.gesture}", c.gesture_cooldown_s):
+                return self._submit(event, behaviors, f"answer {event.gesture}")
+        return None
+
+    def _listen(self, event: SpeechStarted) -> Submission:
+        c = self.config
+        if self._listening is not None:
+            self.realizer.cancel(self._listening)
+        behaviors: list[Behavior] = [
+            Gaze(id="eyes", x=0.0, y=0.0, duration_s=c.listen_max_s),
+            Action(name="idle", duration_s=0.5),
+        ]
+        nods = int(c.listen_max_s // c.nod_every_s) if c.nod_every_s > 0 else 0
+        behaviors += [
+            Action(name="nod", duration_s=0.8, start=SyncRef(offset_s=i * c.nod_every_s))
+            for i in range(1, nods)
+        ]
+        submission = self._submit(event, behaviors, "listening")
+        self._listening = submission.block_id if submission.accepted else None
+        return submission
+
+    @staticmethod
+    def _gesture(event: Gesture) -> list[Behavior]:
+        if event.gesture == "wave":
+            return [Action(name="wave", duration_s=1.5), Emotion(emotion="happy", duration_s=1.5)]
+        if event.gesture == "thumbs_up":
+            return [Emotion(emotion="happy", duration_s=2.0), Action(name="nod", duration_s=1.0)]
+        if event.gesture == "point" and event.x is not None:
+            # Client coordinates are 0..1 of the user's image; the character looks the same way on screen.
+            x, y = 2.0 * event.x - 1.0, 2.0 * (event.y if event.y is not None else 0.5) - 1.0
+            return [Action(name="look_at", params={"target_x": x, "target_y": y}, duration_s=1.5)]
+        if event.gesture == "raise_hand":
+            return [Gaze(x=0.0, y=0.0, duration_s=2.0), Action(name="idle", duration_s=1.0)]
+        return []
+
+    def listen(self, bus: EventBus) -> asyncio.Task[None]:
+        """Subscribe to ``bus`` now and react to its events in a task (the conductor may instead call
+        ``on_event`` itself, to regenerate the chunk in flight right after)."""
+        sub = bus.subscribe(
+            SpeechStarted, SpeechStopped, EndOfTurn, SoundOnset, SoundClass, Gesture, name="reflex"
+        )
+
+        async def react() -> None:
+            try:
+                async for event in sub:
+                    self.on_event(event)
+            finally:
+                sub.close()
+
+        return asyncio.create_task(react(), name="reflex")

@@ -1,0 +1,416 @@
+"""Scripted plans: a timeline of blocks plus triggers on events, the mind used when no LLM is configured.
+
+A script is a TOML file (see docs/plans.md and examples/plans/)::
+
+    name = "hello"
+    [places]
+    window = { x = -0.85, gaze = [-1.0, -0.4] }
+    [[timeline]]
+    at_s = 1.0
+    behaviors = [{ kind = "speech", text = "Hi!" }]
+    [[trigger]]
+    on = "gesture"
+    gesture = "wave"
+    behaviors = [{ kind = "action", name = "wave", duration_s = 2.0 }]
+
+Timeline entries start ``at_s`` seconds after the script starts (repeating every ``loop_s`` when set).
+Triggers fire on events from the bus (gesture, sound, speech started, text, end of turn) or on silence
+(no input from the user for ``after_s`` seconds, measured on the frame clock). A behavior may name a
+``place`` instead of coordinates: a move walks to the place's x, a gaze looks at its gaze point.
+The script's ``[idle]`` table sets the idle variety that keeps the character alive between cues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agent.idle import IdleConfig, IdleVariety
+from agent.plans import (
+    CHUNK_S,
+    Behavior,
+    Block,
+    Channel,
+    Composition,
+    PlanError,
+    shape_error,
+    validate_block,
+)
+from agent.realizer import Realizer, Submission
+from events.bus import EventBus
+from events.vocabulary import (
+    EndOfTurn,
+    Event,
+    Gesture,
+    SoundClass,
+    SpeechStarted,
+    SpeechStopped,
+    TextInput,
+    Transcript,
+)
+from streaming_model.manifest import Manifest
+
+PLANS_DIR = Path(__file__).resolve().parent.parent / "examples" / "plans"
+"""Where ``load_script`` looks for a script by name."""
+
+USER_ACTIVITY: tuple[type[Event], ...] = (
+    SpeechStarted,
+    SpeechStopped,
+    Transcript,
+    TextInput,
+    Gesture,
+    EndOfTurn,
+)
+"""Events that end a silence: anything the user says, types or shows."""
+
+
+class Place(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A named spot in the scene: where to stand (floor x) and where to look to see it."""
+
+    x: float
+    gaze: tuple[float, float] = (0.0, 0.0)
+
+
+class _Cue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The block a timeline entry or trigger submits (the ``Block`` fields a script may set)."""
+
+    behaviors: list[Behavior]
+    priority: int = 0
+    composition: Composition = "merge"
+    locks: list[Channel] = []
+    expires_s: float | None = None
+    label: str = ""
+
+    def block(self, label: str, epoch: int, cause: str | None) -> Block:
+        return Block(
+            behaviors=self.behaviors,
+            source="script",
+            priority=self.priority,
+            composition=self.composition,
+            locks=self.locks,
+            expires_s=self.expires_s,
+            epoch=epoch,
+            cause=cause,
+            label=self.label or label,
+        )
+
+
+class TimelineEntry(_Cue, frozen=True, kw_only=True):
+    """A block that starts ``at_s`` seconds into the script."""
+
+    at_s: float
+
+
+class _Trigger(_Cue, frozen=True, kw_only=True, tag_field="on"):
+    """A block submitted when an event matches; not again within ``cooldown_s``; only once if ``once``."""
+
+    name: str = ""
+    cooldown_s: float = 2.0
+    once: bool = False
+
+    def matches(self, event: Event) -> bool:
+        """Whether ``event`` fires this trigger (silence triggers fire from the clock instead)."""
+        return False
+
+
+class GestureTrigger(_Trigger, frozen=True, kw_only=True, tag="gesture"):
+    """Fires on a user gesture (``wave``, ``point``, ``thumbs_up``...)."""
+
+    gesture: str
+    min_confidence: float = 0.5
+
+    def matches(self, event: Event) -> bool:
+        return (
+            isinstance(event, Gesture)
+            and event.gesture == self.gesture
+            and event.confidence >= self.min_confidence
+        )
+
+
+class SoundTrigger(_Trigger, frozen=True, kw_only=True, tag="sound"):
+    """Fires on a recognised sound class (YAMNet label such as ``Knock``, ``Clapping``)."""
+
+    label: str
+    min_score: float = 0.3
+
+    def matches(self, event: Event) -> bool:
+        return (
+            isinstance(event, SoundClass)
+            and event.label.casefold() == self.label.casefold()
+            and event.score >= self.min_score
+        )
+
+
+class SpeechTrigger(_Trigger, frozen=True, kw_only=True, tag="speech_started"):
+    """Fires when the user starts speaking."""
+
+    def matches(self, event: Event) -> bool:
+        return isinstance(event, SpeechStarted)
+
+
+class TextTrigger(_Trigger, frozen=True, kw_only=True, tag="text"):
+    """Fires on typed text, or a final transcript, containing ``contains`` (any text when empty)."""
+
+    contains: str = ""
+
+    def matches(self, event: Event) -> bool:
+        if isinstance(event, TextInput) or (isinstance(event, Transcript) and event.final):
+            return self.contains.casefold() in event.text.casefold()
+        return False
+
+
+class TurnTrigger(_Trigger, frozen=True, kw_only=True, tag="end_of_turn"):
+    """Fires when the user finishes a turn (with ``contains`` in its transcript, when given)."""
+
+    contains: str = ""
+
+    def matches(self, event: Event) -> bool:
+        return (
+            isinstance(event, EndOfTurn) and self.contains.casefold() in (event.transcript or "").casefold()
+        )
+
+
+class SilenceTrigger(_Trigger, frozen=True, kw_only=True, tag="silence"):
+    """Fires once the user has been silent for ``after_s``; rearms when the user does something."""
+
+    after_s: float
+
+
+Trigger = GestureTrigger | SoundTrigger | SpeechTrigger | TextTrigger | TurnTrigger | SilenceTrigger
+
+
+class Script(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A scripted plan: timeline, triggers, places and idle variety."""
+
+    name: str
+    description: str = ""
+    duration_s: float | None = None
+    loop_s: float | None = None
+    idle: IdleConfig = IdleConfig()
+    places: dict[str, Place] = {}
+    timeline: list[TimelineEntry] = []
+    trigger: list[Trigger] = []
+
+
+class ScriptError(PlanError):
+    """A script that cannot run; ``field`` is the path of the bad field (``trigger[1].behaviors[0].name``)."""
+
+
+# ----------------------------------------------------------------------------------------- loading
+
+
+def _with_places(data: Any) -> Any:
+    """A copy of ``data`` with ``place = "window"`` in move and gaze behaviors replaced by coordinates."""
+    if not isinstance(data, dict):
+        return data
+    raw = data.get("places", {})
+    if not isinstance(raw, dict):
+        raise ScriptError("places", f"must be a table of places, got {type(raw).__name__}")
+    places: dict[str, Place] = {}
+    for name, value in raw.items():
+        try:
+            places[str(name)] = msgspec.convert(value, Place)
+        except msgspec.ValidationError as exc:
+            error = shape_error(exc)
+            raise ScriptError(f"places.{name}.{error.field}".removesuffix(".$"), error.message) from None
+    data = copy.deepcopy(data)
+    for section in ("timeline", "trigger"):
+        cues = data.get(section)
+        for i, cue in enumerate(cues if isinstance(cues, list) else []):
+            behaviors = cue.get("behaviors") if isinstance(cue, dict) else None
+            for j, b in enumerate(behaviors if isinstance(behaviors, list) else []):
+                if not isinstance(b, dict) or "place" not in b:
+                    continue
+                place = places.get(str(b["place"]))
+                if place is None:
+                    raise ScriptError(
+                        f"{section}[{i}].behaviors[{j}].place",
+                        f"unknown place {b['place']!r}; known: {sorted(places)}",
+                    )
+                b = {k: v for k, v in b.items() if k != "place"}
+                if b.get("kind") == "move":
+                    b["x"] = place.x
+                elif b.get("kind") == "gaze":
+                    b["x"], b["y"] = place.gaze
+                behaviors[j] = b
+    return data
+
+
+def script_from_builtins(data: Any, manifest: Manifest) -> Script:
+    """Build and validate a script from parsed TOML or JSON (what ``plan.run`` may carry inline)."""
+    try:
+        script = msgspec.convert(_with_places(data), Script)
+    except msgspec.ValidationError as exc:
+        error = shape_error(exc)
+        raise ScriptError(error.field, error.message) from None
+    for section, cues in (("timeline", script.timeline), ("trigger", script.trigger)):
+        for i, cue in enumerate(cues):
+            try:
+                validate_block(cue.block(cue.label, 0, None), manifest)
+            except PlanError as exc:
+                raise ScriptError(f"{section}[{i}].{exc.field}", exc.message) from None
+            if isinstance(cue, SilenceTrigger) and cue.after_s <= 0:
+                raise ScriptError(f"{section}[{i}].after_s", f"must be positive, got {cue.after_s}")
+    known = {a.name for a in manifest.actions}
+    for i, action in enumerate(script.idle.actions):
+        if action not in known:
+            raise ScriptError(f"idle.actions[{i}]", f"unknown action {action!r}; known: {sorted(known)}")
+    if script.loop_s is not None and script.loop_s <= 0:
+        raise ScriptError("loop_s", f"must be positive, got {script.loop_s}")
+    return script
+
+
+def load_script(name: str, manifest: Manifest, plans_dir: Path = PLANS_DIR) -> Script:
+    """Load the script ``plans_dir/NAME.toml``. Safe for names sent by clients: only letters, digits, - and
+    _ are accepted, so a name cannot point outside ``plans_dir``."""
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ScriptError("plan", f"a plan name is letters, digits, - and _, got {name!r}")
+    path = plans_dir / f"{name}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in plans_dir.glob("*.toml"))
+        raise ScriptError("plan", f"no plan named {name!r}; known plans: {known}")
+    return load_script_file(path, manifest)
+
+
+def load_script_file(path: Path, manifest: Manifest) -> Script:
+    """Load a script from a TOML file (a trusted path: the command line or a config file)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError("plan", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScriptError("plan", f"{path} is not valid TOML: {exc}") from None
+    return script_from_builtins(data, manifest)
+
+
+# ----------------------------------------------------------------------------------------- running
+
+
+class Fired(msgspec.Struct, frozen=True):
+    """A record of one timeline entry or trigger submitting its block."""
+
+    name: str
+    chunk: int
+    block_id: str
+    cause: str | None
+
+
+class ScriptRunner:
+    """Runs a script against a realizer: the timeline on the frame clock, triggers on events.
+
+    ``attach()`` hooks it to the realizer's clock (and installs the script's idle variety); feed events
+    with ``on_event`` or let ``listen(bus)`` read them from the bus. Everything it submits is source
+    ``script`` at the realizer's current script epoch.
+    """
+
+    def __init__(self, script: Script, realizer: Realizer) -> None:
+        self.script = script
+        self.realizer = realizer
+        self.fired: list[Fired] = []
+        self._start: int | None = None
+        self._next_entry = 0
+        self._loop = 0
+        self._last_fired: dict[int, int] = {}
+        self._spent: set[int] = set()
+        self._last_activity = 0
+        self._silence_armed: dict[int, bool] = {}
+
+    def attach(self) -> None:
+        """Follow the realizer's clock from its next tick."""
+        self.realizer.idle = IdleVariety(self.script.idle)
+        self.realizer.add_tick_listener(self.on_tick)
+
+    def detach(self) -> None:
+        """Stop following the realizer's clock; blocks already submitted play on (a new plan may replace
+        them with ``composition = "replace"``)."""
+        self.realizer.remove_tick_listener(self.on_tick)
+
+    def _submit(self, cue: _Cue, name: str, k: int, cause: str | None) -> Submission | None:
+        block = cue.block(name, self.realizer.epoch("script"), cause)
+        try:
+            submission = self.realizer.submit(block)
+        except PlanError:
+            return None  # validated at load; a manifest change since then only skips this cue
+        if submission.accepted:
+            self.fired.append(Fired(name, k, submission.block_id, cause))
+        return submission
+
+    def _ready(self, index: int, trigger: _Trigger, k: int) -> bool:
+        if index in self._spent:
+            return False
+        last = self._last_fired.get(index)
+        return last is None or (k - last) * CHUNK_S >= trigger.cooldown_s
+
+    def _fire(self, index: int, trigger: _Trigger, k: int, cause: str | None) -> Submission | None:
+        self._last_fired[index] = k
+        if trigger.once:
+            self._spent.add(index)
+        return self._submit(trigger, trigger.name or f"trigger[{index}]", k, cause)
+
+    def on_event(self, event: Event) -> list[Submission]:
+        """Fire every trigger ``event`` matches; user activity also ends a silence."""
+        k = self.realizer.chunk + 1  # between ticks: the event lands in the next chunk decided
+        if isinstance(event, USER_ACTIVITY):
+            self._last_activity = k
+            for index in self._silence_armed:
+                self._silence_armed[index] = True
+        submitted = []
+        for index, trigger in enumerate(self.script.trigger):
+            if trigger.matches(event) and self._ready(index, trigger, k):
+                submission = self._fire(index, trigger, k, event.id)
+                if submission is not None:
+                    submitted.append(submission)
+        return submitted
+
+    def on_tick(self, k: int) -> None:
+        """Start timeline entries whose time has come and fire silence triggers (realizer tick hook)."""
+        if self._start is None:
+            self._start = k
+            self._last_activity = k
+        elapsed = (k - self._start) * CHUNK_S
+        loop_s = self.script.loop_s
+        while True:
+            if self._next_entry >= len(self.script.timeline):
+                if loop_s is None or not self.script.timeline:
+                    break
+                self._next_entry, self._loop = 0, self._loop + 1
+            entry = self.script.timeline[self._next_entry]
+            at = entry.at_s + (self._loop * loop_s if loop_s is not None else 0.0)
+            if at > elapsed + 1e-9:
+                break
+            self._submit(entry, entry.label or f"timeline[{self._next_entry}]", k, None)
+            self._next_entry += 1
+        silent_s = (k - self._last_activity) * CHUNK_S
+        for index, trigger in enumerate(self.script.trigger):
+            if not isinstance(trigger, SilenceTrigger):
+                continue
+            armed = self._silence_armed.setdefault(index, True)
+            if armed and silent_s >= trigger.after_s and self._ready(index, trigger, k):
+                self._silence_armed[index] = False
+                self._fire(index, trigger, k, None)
+
+    def listen(self, bus: EventBus) -> asyncio.Task[None]:
+        """Subscribe to ``bus`` now (no event published after this call is missed) and return the task
+        that feeds its trigger events to ``on_event`` until the bus closes or the task is cancelled."""
+        sub = bus.subscribe(*{SoundClass, *USER_ACTIVITY}, name=f"script:{self.script.name}", where=_is_input)
+
+        async def feed() -> None:
+            try:
+                async for event in sub:
+                    self.on_event(event)
+            finally:
+                sub.close()
+
+        return asyncio.create_task(feed(), name=f"script:{self.script.name}")
+
+
+def _is_input(event: Event) -> bool:
+    # Partial transcripts are a stream of guesses; only final ones count as the user saying something.
+    return not isinstance(event, Transcript) or event.final

@@ -1,0 +1,368 @@
+"""The Director against a real local chat-completions server: tool calls to plans, barge-in, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from agent.director import Director
+from agent.director_config import DirectorConfig
+from agent.progress import BlockDropped, CharacterSpeech, DirectorError, DirectorPlan
+from agent.realizer import ChunkOutput, Realizer
+from agent.script import Place
+from events.bus import EventBus, Subscription
+from events.stamp import Stamper
+from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SpeechStarted, TextInput, Transcript
+from streaming_model.manifest import build_manifest
+from tests.agent.frames import probe
+from tests.support.llm_server import Call, Drop, HttpError, LLMServer, Malformed, Reply
+from tools.character import build_toolbox
+
+MANIFEST = build_manifest()
+LIMIT_S = 10.0
+
+
+@dataclass
+class Stage:
+    """A session's minds without the server: bus, realizer, Director, and a way to make events."""
+
+    llm: LLMServer
+    bus: EventBus
+    realizer: Realizer
+    director: Director
+    stamp: Stamper
+    watch: Subscription
+
+    async def say(self, text: str) -> EndOfTurn:
+        event = self.stamp(EndOfTurn, audio_ms=1000.0, silence_ms=600.0, transcript=text)
+        await self.bus.publish(event)
+        return event
+
+    async def settle(self) -> None:
+        async with asyncio.timeout(LIMIT_S):
+            await self.director.settle()
+
+    def tick(self, count: int) -> list[ChunkOutput]:
+        start = self.realizer.chunk + 1
+        return [self.realizer.tick(k) for k in range(start, start + count)]
+
+    def seen(self, kind: type[Event]) -> list[Any]:
+        events = []
+        while (event := self.watch.get_nowait()) is not None:
+            events.append(event)
+        return [e for e in events if isinstance(e, kind)]
+
+
+def make_stage(llm: LLMServer, **config: Any) -> Stage:
+    bus = EventBus()
+    watch = bus.subscribe(maxsize=10_000)
+    realizer = Realizer(bus, session="s1")
+    settings = {"base_url": llm.base_url, "debounce_s": 0.01, "backoff_s": 0.05, "timeout_s": 5.0, **config}
+    director = Director(
+        DirectorConfig(**settings),
+        realizer,
+        build_toolbox(MANIFEST, ("window",)),
+        bus=bus,
+        session="s1",
+        places={"window": Place(x=-0.85, gaze=(-1.0, -0.4))},
+    )
+    director.start()
+    return Stage(llm, bus, realizer, director, Stamper("s1", prefix="u"), watch)
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[LLMServer]:
+    async with LLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def stage(llm: LLMServer) -> AsyncIterator[Stage]:
+    stage = make_stage(llm)
+    yield stage
+    await stage.director.stop()
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+async def test_a_spoken_question_becomes_say_and_perform_blocks_in_the_realizer(stage: Stage) -> None:
+    stage.llm.enqueue(
+        Reply(
+            tool_calls=[
+                Call("say", {"text": "Hello there, friend!", "emotion": "happy"}),
+                Call("perform", {"action": "wave", "paw": "left", "duration_s": 2.0}),
+            ],
+            pieces=5,
+        )
+    )
+    turn = await stage.say("Hi! Who are you?")
+    await stage.settle()
+    first = stage.llm.requests[0]
+    assert first["stream"] is True and first["model"] == "gpt-4o-mini"
+    assert {t["function"]["name"] for t in first["tools"]} >= {"say", "perform", "move_to", "remember"}
+    assert first["messages"][0]["role"] == "system" and "window" in first["messages"][0]["content"]
+    assert first["messages"][-1] == {"role": "user", "content": 'The user said: "Hi! Who are you?"'}
+    outs = stage.tick(12)
+    assert outs[0].speech_start[0].text == "Hello there, friend!"
+    assert outs[0].reflects == (turn.id,)
+    assert all(o.condition.action == "wave" and o.condition.paw == "left" for o in outs)
+    assert outs[1].condition.speaking and outs[1].condition.emotion == "happy"
+    assert len(stage.seen(DirectorPlan)) == 2
+    shown = probe([o.condition for o in outs])  # the frames show the wave and the speaking mouth
+    assert shown.paw_left[-4:].all() and not shown.paw_right[-4:].any()
+    assert shown.mouth.max() > 0.2
+    # The tool results went back to the LLM, which then answered with no tool call: the run is over.
+    assert len(stage.llm.requests) == 2
+    assert [r["ok"] for r in tool_messages(stage.llm.requests[1])] == [True, True]
+
+
+async def test_the_tool_loop_runs_until_the_llm_stops_calling_tools(stage: Stage) -> None:
+    stage.llm.enqueue(
+        Reply(tool_calls=[Call("remember", {"fact": "The user's name is Ada."})]),
+        Reply(tool_calls=[Call("move_to", {"place": "window"})]),
+        Reply(text=""),
+    )
+    await stage.bus.publish(stage.stamp(TextInput, text="I'm Ada. Go to the window."))
+    await stage.settle()
+    assert len(stage.llm.requests) == 3
+    assert await stage.director.memory() == ["The user's name is Ada."]
+    assert "The user's name is Ada." in stage.llm.requests[1]["messages"][0]["content"]
+    assert stage.tick(1)[0].condition.action == "walk_left"
+
+
+async def test_plain_text_is_spoken(stage: Stage) -> None:
+    stage.llm.enqueue(Reply(text="Nice to meet you!"))
+    await stage.say("Hello")
+    await stage.settle()
+    assert len(stage.llm.requests) == 1
+    assert stage.tick(1)[0].speech_start[0].text == "Nice to meet you!"
+    history = await stage.director.history()
+    assert json.loads(history[1]["tool_calls"][0]["function"]["arguments"]) == {"text": "Nice to meet you!"}
+
+
+async def test_a_barge_in_cancels_the_run_in_flight(stage: Stage) -> None:
+    stage.llm.enqueue(Reply(delay_s=3.0, tool_calls=[Call("say", {"text": "Let me think..."})]))
+    stage.llm.enqueue(Reply(tool_calls=[Call("say", {"text": "Yes?"})]))
+    await stage.say("Tell me a story.")
+    async with asyncio.timeout(LIMIT_S):
+        await stage.llm.wait_for_requests(1)
+    epoch = stage.realizer.epoch("director")
+    await stage.bus.publish(stage.stamp(SpeechStarted, audio_ms=2000.0))
+    await stage.say("Actually, wait.")
+    await stage.settle()
+    assert stage.director.stats.cancelled == 1
+    assert stage.realizer.epoch("director") == epoch + 1
+    texts = [o.speech_start[0].text for o in stage.tick(3) if o.speech_start]
+    assert texts == ["Yes?"]
+    # The second call carries both turns; the cancelled answer never made it into the history.
+    last = stage.llm.requests[1]["messages"]
+    assert [m["content"] for m in last if m["role"] == "user"] == [
+        'The user said: "Tell me a story."',
+        'The user said: "Actually, wait."',
+    ]
+
+
+async def test_in_stale_mode_a_late_answer_is_dropped_at_dispatch(llm: LLMServer) -> None:
+    stage = make_stage(llm, barge_in="stale")
+    try:
+        llm.enqueue(Reply(delay_s=0.5, tool_calls=[Call("say", {"text": "Too late!"})]))
+        await stage.say("Hello?")
+        async with asyncio.timeout(LIMIT_S):
+            await llm.wait_for_requests(1)
+        await stage.bus.publish(stage.stamp(SpeechStarted, audio_ms=2000.0))
+        await stage.settle()
+        assert stage.director.stats.stale == 1 and stage.director.stats.cancelled == 0
+        assert [e.reason for e in stage.seen(BlockDropped)] == ["stale"]
+        assert not any(o.speech_start for o in stage.tick(5))
+        history = await stage.director.history()
+        assert "stale" in history[-1]["content"]
+    finally:
+        await stage.director.stop()
+
+
+async def test_history_keeps_only_what_was_heard(stage: Stage) -> None:
+    story = "Once upon a time there was a cat who lived on the moon and ate cheese."
+    stage.llm.enqueue(Reply(tool_calls=[Call("say", {"text": story})]), Reply(text=""))
+    await stage.say("Tell me a story.")
+    await stage.settle()
+    stage.tick(8)  # about 1.3 s of speech plays
+    stage.realizer.interrupt()  # the user barges in
+    stage.tick(1)
+    cut = [e for e in stage.seen(CharacterSpeech) if e.state == "interrupted"]
+    assert cut and cut[0].heard_text.startswith("Once upon") and cut[0].heard_text != story
+    for event in cut:
+        await stage.bus.publish(event)  # what the server forwards; the Director reads it from the bus
+    stage.llm.enqueue(Reply(tool_calls=[Call("say", {"text": "Sorry, go on."})]))
+    await stage.say("Wait, what?")
+    await stage.settle()
+    sent = json.dumps(stage.llm.requests[-2]["messages"])
+    assert "cheese" not in sent
+    said = next(m for m in stage.llm.requests[-2]["messages"] if m.get("tool_calls"))
+    assert json.loads(said["tool_calls"][0]["function"]["arguments"])["text"] == cut[0].heard_text
+    assert "cut off" in stage.llm.requests[-2]["messages"][-1]["content"]
+
+
+async def test_http_errors_and_malformed_streams_are_reported_retried_and_the_character_carries_on(
+    stage: Stage,
+) -> None:
+    errors: list[DirectorError] = []
+    stage.director.on_error = errors.append
+    stage.llm.enqueue(
+        HttpError(500), Malformed(), Reply(tool_calls=[Call("say", {"text": "There you are."})])
+    )
+    await stage.say("Hello?")
+    outs: list[ChunkOutput] = []
+    while len(stage.llm.requests) < 3 or stage.director.busy:
+        outs += stage.tick(1)  # the fast loop keeps going while the Director fails
+        await asyncio.sleep(0.01)
+    await stage.settle()
+    assert len(errors) == 2 and all(e.code == "director" and not e.fatal for e in errors)
+    assert "500" in errors[0].message
+    assert [e.attempt for e in stage.seen(DirectorError)] == [1, 2]
+    assert all(o.condition.validate() is None for o in outs)
+    assert any(o.speech_start for o in outs + stage.tick(2))
+
+
+async def test_a_slow_endpoint_times_out_and_is_given_up_after_the_retries(llm: LLMServer) -> None:
+    stage = make_stage(llm, timeout_s=0.3, retries=1)
+    try:
+        llm.enqueue(Reply(delay_s=2.0, text="late"), Drop())
+        await stage.say("Hello?")
+        await stage.settle()
+        assert stage.director.stats.failed == 2
+        assert [e.attempt for e in stage.director.errors] == [1, 2]
+        assert "Timeout" in stage.director.errors[0].message
+        assert len(llm.requests) == 2  # one try and one retry, then it waits for the next trigger
+    finally:
+        await stage.director.stop()
+
+
+async def test_an_endpoint_that_is_down_is_an_error_not_a_crash() -> None:
+    async with LLMServer() as llm:
+        port = llm.port
+    bus = EventBus()
+    realizer = Realizer(bus)
+    config = DirectorConfig(base_url=f"http://127.0.0.1:{port}/v1", debounce_s=0.01, retries=0)
+    director = Director(config, realizer, build_toolbox(MANIFEST), bus=bus)
+    director.start()
+    try:
+        director.feed(Stamper("s")(TextInput, text="anyone there?"))
+        async with asyncio.timeout(LIMIT_S):
+            await director.settle()
+        assert director.stats.failed == 1 and "Connection" in director.errors[0].message
+        realizer.tick(0).condition.validate()
+    finally:
+        await director.stop()
+
+
+async def test_unknown_and_malformed_tool_calls_go_back_to_the_llm_as_tool_errors(stage: Stage) -> None:
+    stage.llm.enqueue(
+        Reply(
+            tool_calls=[Call("dance", {}), Call("say", '{"text": "Hel'), Call("perform", {"action": "fly"})]
+        ),
+        Reply(tool_calls=[Call("perform", {"action": "nod"})]),
+    )
+    await stage.say("Dance!")
+    await stage.settle()
+    assert stage.director.stats.failed == 0
+    results = tool_messages(stage.llm.requests[1])
+    assert [r["ok"] for r in results] == [False, False, False]
+    assert "unknown tool 'dance'" in results[0]["error"] and results[2]["field"] == "action"
+    assert stage.tick(1)[0].condition.action == "nod"
+
+
+async def test_triggers_are_debounced_into_one_run(llm: LLMServer) -> None:
+    stage = make_stage(llm, debounce_s=0.2)
+    try:
+        for text in ("one", "two", "three"):
+            await stage.bus.publish(stage.stamp(TextInput, text=text))
+        await stage.bus.publish(stage.stamp(Gesture, gesture="wave"))
+        await stage.bus.publish(stage.stamp(SoundClass, audio_ms=1.0, label="Knock", score=0.9))
+        await stage.settle()
+        assert len(llm.requests) == 1
+        assert llm.requests[0]["messages"][-1]["content"].splitlines() == [
+            'The user typed: "one"',
+            'The user typed: "two"',
+            'The user typed: "three"',
+            "The user made a gesture: wave",
+            "A sound was heard: Knock",
+        ]
+    finally:
+        await stage.director.stop()
+
+
+async def test_a_trigger_during_a_run_waits_for_it_at_most_one_run_in_flight(stage: Stage) -> None:
+    stage.llm.enqueue(Reply(delay_s=0.3, text=""), Reply(text=""))
+    await stage.say("Hi")
+    async with asyncio.timeout(LIMIT_S):
+        await stage.llm.wait_for_requests(1)
+    await stage.bus.publish(stage.stamp(Gesture, gesture="thumbs_up"))  # not a barge-in
+    await asyncio.sleep(0.1)
+    assert len(stage.llm.requests) == 1 and stage.director.busy
+    await stage.settle()
+    assert len(stage.llm.requests) == 2 and stage.director.stats.completed == 2
+
+
+async def test_non_streaming_endpoints_work_too(llm: LLMServer) -> None:
+    stage = make_stage(llm, stream=False)
+    try:
+        llm.enqueue(Reply(tool_calls=[Call("perform", {"action": "jump"})]))
+        await stage.say("Jump!")
+        await stage.settle()
+        assert llm.requests[0].get("stream") in (None, False)
+        assert stage.tick(1)[0].condition.action == "jump"
+    finally:
+        await stage.director.stop()
+
+
+async def test_an_idle_timer_starts_a_run_after_quiet(llm: LLMServer) -> None:
+    stage = make_stage(llm, idle_after_s=0.2)
+    try:
+        async with asyncio.timeout(LIMIT_S):
+            await llm.wait_for_requests(1)
+        assert "quiet" in llm.requests[0]["messages"][-1]["content"]
+        await stage.settle()
+        await asyncio.sleep(0.3)
+        assert len(llm.requests) == 1  # once per quiet stretch
+    finally:
+        await stage.director.stop()
+
+
+async def test_the_test_server_can_answer_every_request_from_a_function() -> None:
+    def echo(request: dict[str, Any]) -> Reply:
+        last = request["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(text="")  # the tools ran: nothing more to do this turn
+        said = last["content"]
+        return Reply(
+            tool_calls=[Call("say", {"text": f"You said {len(said)} characters."})], chunk_delay_s=0.01
+        )
+
+    async with LLMServer(default=echo) as llm:
+        stage = make_stage(llm)
+        try:
+            await stage.say("Hello")
+            await stage.settle()
+            assert (
+                stage.tick(1)[0].speech_start[0].text == "You said 22 characters."
+            )  # for: The user said: "Hello"
+            assert len(llm.requests) == 2
+        finally:
+            await stage.director.stop()
+
+
+async def test_a_turn_is_told_once_whether_the_client_or_the_server_transcribed_it(stage: Stage) -> None:
+    await stage.bus.publish(stage.stamp(Transcript, text="good morning", final=True, source="client"))
+    await stage.say("good morning")
+    await stage.bus.publish(stage.stamp(Transcript, text="how are", final=True))
+    await stage.bus.publish(stage.stamp(EndOfTurn, audio_ms=1.0, silence_ms=500.0))
+    await stage.settle()
+    [told] = [m["content"] for m in stage.llm.requests[0]["messages"] if m["role"] == "user"]
+    assert told.splitlines() == ['The user said: "good morning"', 'The user said: "how are"']

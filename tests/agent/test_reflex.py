@@ -1,0 +1,92 @@
+"""The default reflex policy: reactions land in the next chunk, borrow channels and hand them back."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.idle import IdleConfig, IdleVariety
+from agent.plans import Action, Block
+from agent.realizer import ChunkOutput, Realizer
+from agent.reflex import ReflexConfig, ReflexPolicy
+from events.bus import EventBus
+from events.stamp import Stamper
+from events.vocabulary import EndOfTurn, Gesture, SoundClass, SoundOnset, SpeechStarted, SpeechStopped
+from tests.agent.frames import probe
+
+stamp = Stamper("s", prefix="u")
+
+
+def setup() -> tuple[Realizer, ReflexPolicy]:
+    realizer = Realizer(idle=IdleVariety(IdleConfig(actions=())))
+    return realizer, ReflexPolicy(realizer)
+
+
+def run(realizer: Realizer, count: int) -> list[ChunkOutput]:
+    start = realizer.chunk + 1
+    return [realizer.tick(k) for k in range(start, start + count)]
+
+
+def test_a_sound_onset_startles_in_the_next_chunk_and_the_plan_resumes() -> None:
+    realizer, reflex = setup()
+    realizer.submit(Block(source="script", behaviors=[Action(name="walk_right", duration_s=4.0)]))
+    run(realizer, 3)
+    onset = stamp(SoundOnset, audio_ms=500.0, strength_db=25.0)
+    assert reflex.on_event(onset) is not None
+    outs = run(realizer, 10)
+    assert outs[0].condition.action == "startle" and outs[0].reflects == (onset.id,)
+    assert outs[0].condition.emotion == "surprised"
+    assert outs[-1].condition.action == "walk_right"
+    assert reflex.on_event(stamp(SoundOnset, audio_ms=900.0, strength_db=25.0)) is None  # cooling down
+
+
+def test_a_knock_makes_the_character_look_toward_the_door() -> None:
+    realizer, reflex = setup()
+    reflex.on_event(stamp(SoundClass, audio_ms=1000.0, label="Knock", score=0.8))
+    outs = run(realizer, 9)
+    assert outs[0].condition.action == "look_at" and outs[0].condition.target == (0.9, 0.0)
+    assert probe([o.condition for o in outs]).facing[-1] > 0.1
+
+
+def test_listening_keeps_eyes_on_the_user_nods_and_lets_go_when_the_user_stops() -> None:
+    realizer, reflex = setup()
+    realizer.submit(Block(source="director", behaviors=[Action(name="sit", duration_s=20.0)]))
+    run(realizer, 2)
+    reflex.on_event(stamp(SpeechStarted, audio_ms=0.0))
+    outs = run(realizer, 24)
+    assert all(o.condition.gaze == (0.0, 0.0) for o in outs)
+    assert "nod" in [o.condition.action for o in outs[17:24]]  # a nod about 3 s in
+    reflex.on_event(stamp(SpeechStopped, audio_ms=4000.0, duration_ms=4000.0))
+    assert run(realizer, 1)[0].condition.action == "sit"
+    reflex.on_event(stamp(EndOfTurn, audio_ms=4000.0, silence_ms=500.0))  # nothing left to release
+
+
+def test_gestures_are_answered() -> None:
+    realizer, reflex = setup()
+    reflex.on_event(stamp(Gesture, gesture="wave", confidence=0.9))
+    wave = run(realizer, 6)
+    assert all(o.condition.action == "wave" and o.condition.emotion == "happy" for o in wave[:6])
+    reflex.on_event(stamp(Gesture, gesture="point", x=1.0, y=0.5))
+    assert run(realizer, 1)[0].condition.target == (1.0, 0.0)
+    reflex.on_event(stamp(Gesture, gesture="thumbs_up"))
+    assert run(realizer, 1)[0].condition.emotion == "happy"
+    assert reflex.on_event(stamp(Gesture, gesture="wave", confidence=0.1)) is None
+    assert reflex.on_event(stamp(Gesture, gesture="shrug")) is None
+
+
+def test_reflexes_can_be_switched_off() -> None:
+    realizer = Realizer()
+    reflex = ReflexPolicy(realizer, ReflexConfig(startle=False, gestures=False, attentive=False))
+    assert reflex.on_event(stamp(SoundOnset, audio_ms=1.0, strength_db=30.0)) is None
+    assert reflex.on_event(stamp(Gesture, gesture="wave")) is None
+    assert reflex.on_event(stamp(SpeechStarted, audio_ms=1.0)) is None
+
+
+async def test_the_policy_reads_the_bus() -> None:
+    bus = EventBus()
+    realizer = Realizer(bus)
+    task = ReflexPolicy(realizer).listen(bus)
+    await bus.publish(stamp(SoundOnset, audio_ms=1.0, strength_db=30.0))
+    await asyncio.sleep(0)
+    assert realizer.tick(0).condition.action == "startle"
+    bus.close()
+    await task

@@ -1,0 +1,1 @@
+"""Test helpers: a real local chat-completions server."""
