@@ -1,0 +1,114 @@
+"""The onset detector on synthetic knocks and claps, over silence, room tone and steady noise; and speech."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from events.onset import OnsetConfig, OnsetDetector
+from events.stamp import Stamper
+from events.vocabulary import SoundOnset
+from tests import sounds
+
+BACKGROUNDS = {"silence": 0.0, "room_tone": 0.003, "steady_noise": 0.02}
+
+
+def onsets(
+    audio: np.ndarray, sizes: list[int] | None = None, config: OnsetConfig | None = None
+) -> list[SoundOnset]:
+    detector = OnsetDetector(Stamper("t"), config)
+    out = []
+    i, k = 0, 0
+    while i < audio.size:
+        n = audio.size if sizes is None else sizes[k % len(sizes)]
+        out += detector.feed(audio[i : i + n])
+        i, k = i + n, k + 1
+    return out + detector.flush()
+
+
+def background(name: str, seconds: float) -> np.ndarray:
+    return sounds.noise(seconds, BACKGROUNDS[name], seed=3)
+
+
+def knocks_and_claps(bg: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    """Three knocks, then four claps 400 ms apart, placed on ``bg``; returns the audio and true onsets."""
+    knocks, starts = sounds.knocks(3)
+    audio, at = sounds.place(bg, knocks, 0.5)
+    truth = [at + s for s in starts]
+    for i in range(4):
+        audio, at = sounds.place(audio, sounds.clap(i), 1.5 + 0.4 * i)
+        truth.append(at)
+    return audio, truth
+
+
+@pytest.mark.parametrize("name", BACKGROUNDS)
+def test_every_knock_and_clap_gives_one_onset_within_50_ms(name):
+    audio, truth = knocks_and_claps(background(name, 3.5))
+    found = [e.audio_ms for e in onsets(audio)]
+    assert len(found) == len(truth), (found, truth)
+    for at, true in zip(found, truth, strict=True):
+        assert abs(at - true) <= 50, (found, truth)
+
+
+def test_an_onset_is_reported_within_50_ms_of_audio_after_the_impulse():
+    audio, truth = knocks_and_claps(background("room_tone", 3.5))
+    detector = OnsetDetector(Stamper("t"))
+    heard = []
+    for i in range(0, audio.size, 80):  # 5 ms frames: the delay is the detector's, not the framing's
+        for event in detector.feed(audio[i : i + 80]):
+            heard.append((i + 80) * 1000 / sounds.RATE - event.audio_ms)
+    assert len(heard) == len(truth)
+    assert max(heard) <= 50, heard
+
+
+@pytest.mark.parametrize("name", BACKGROUNDS)
+def test_silence_and_steady_noise_give_no_onset(name):
+    assert onsets(background(name, 5.0)) == []
+
+
+def test_noise_that_switches_on_and_stays_is_not_an_onset():
+    audio = np.concatenate([sounds.silence(0.5), sounds.noise(2.0, 0.1)])
+    assert onsets(audio) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello there, how are you doing today?",
+        "Please tell me a story about a dragon.",
+        "I would like to hear some music.",
+    ],
+)
+def test_ordinary_speech_gives_no_onset(text):
+    speech = sounds.speech(text)
+    for bg in ("silence", "room_tone"):
+        audio = np.concatenate([sounds.silence(0.5), speech, sounds.silence(0.5)])
+        audio += background(bg, audio.size / sounds.RATE)
+        assert onsets(audio) == [], bg
+
+
+def test_impulses_closer_than_the_refractory_period_give_one_onset():
+    audio, _ = sounds.place(sounds.silence(1.0), sounds.knock(0), 0.3)
+    audio, _ = sounds.place(audio, sounds.knock(1), 0.36)
+    assert len(onsets(audio)) == 1
+    assert len(onsets(audio, config=OnsetConfig(refractory_ms=40.0))) == 2
+
+
+def test_any_split_into_frames_gives_the_same_onsets():
+    audio, _ = knocks_and_claps(background("room_tone", 3.5))
+    whole = [(e.audio_ms, e.strength_db) for e in onsets(audio)]
+    assert len(whole) == 7
+    for sizes in ([1], [37], [511], [4000]):
+        assert [(e.audio_ms, e.strength_db) for e in onsets(audio, sizes)] == whole
+
+
+def test_strength_is_the_height_above_the_noise_floor():
+    quiet, _ = knocks_and_claps(background("room_tone", 3.5))
+    noisy, _ = knocks_and_claps(background("steady_noise", 3.5))
+    assert min(e.strength_db for e in onsets(quiet)) > max(e.strength_db for e in onsets(noisy)) + 10
+
+
+@pytest.mark.parametrize("fields", [{"hop_ms": 5.01}, {"confirm_ms": 5.0}, {"jump_db": -1.0}])
+def test_config_refuses_impossible_settings(fields):
+    with pytest.raises(ValueError):
+        OnsetConfig(**fields)

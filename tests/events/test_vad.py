@@ -1,0 +1,137 @@
+"""The voice detector on real speech (Piper), knocks, claps, noise and silence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from events.stamp import Stamper
+from events.vad import VadConfig, VoiceDetector
+from events.vocabulary import Event, SpeechStarted, SpeechStopped
+from tests import sounds
+
+SENTENCES = [
+    "Hello there, how are you doing today?",
+    "Please tell me a story about a dragon.",
+    "Stop! Wait a second, I have an idea.",
+]
+LEAD_S, TAIL_S = 1.0, 1.5
+
+
+def run(audio: np.ndarray, sizes: list[int] | None = None, config: VadConfig | None = None) -> list[Event]:
+    """Feed ``audio`` in frames cycling through ``sizes`` (one frame if None), then flush."""
+    vad = VoiceDetector(Stamper("t"), config)
+    events: list[Event] = []
+    i, k = 0, 0
+    while i < audio.size:
+        n = audio.size if sizes is None else sizes[k % len(sizes)]
+        events += vad.feed(audio[i : i + n])
+        i, k = i + n, k + 1
+    return events + vad.flush()
+
+
+def summary(events: list[Event]) -> list[tuple]:
+    """What an event says, without its id and arrival time."""
+    return [(type(e).__name__, e.audio_ms, getattr(e, "duration_ms", None)) for e in events]
+
+
+@pytest.fixture(scope="module")
+def spoken() -> list[np.ndarray]:
+    return [sounds.speech(text) for text in SENTENCES]
+
+
+@pytest.mark.parametrize("room", [0.0, 0.003], ids=["silence", "room_tone"])
+@pytest.mark.parametrize("index", range(len(SENTENCES)))
+def test_speech_starts_and_stops_within_100_ms_of_the_spoken_boundaries(spoken, index, room):
+    speech = spoken[index]
+    audio = np.concatenate([sounds.silence(LEAD_S), speech, sounds.silence(TAIL_S)])
+    audio += sounds.noise(audio.size / sounds.RATE, room, seed=index)
+    events = run(audio)
+    kinds = [type(e) for e in events]
+    assert kinds and kinds == [SpeechStarted, SpeechStopped] * (len(kinds) // 2), summary(events)
+    start_ms, end_ms = LEAD_S * 1000, LEAD_S * 1000 + speech.size * 1000 / sounds.RATE
+    assert abs(events[0].audio_ms - start_ms) <= 100, summary(events)
+    assert abs(events[-1].audio_ms - end_ms) <= 100, summary(events)
+    for started, stopped in zip(events[::2], events[1::2], strict=True):
+        assert stopped.duration_ms == pytest.approx(stopped.audio_ms - started.audio_ms)
+
+
+@pytest.mark.parametrize(
+    "audio",
+    [sounds.silence(3.0), sounds.noise(3.0, 0.02), sounds.noise(3.0, 0.1, seed=1)],
+    ids=["silence", "steady_noise", "loud_noise"],
+)
+def test_silence_and_steady_noise_are_not_speech(audio):
+    assert run(audio) == []
+
+
+def test_knocks_and_claps_are_not_speech():
+    knocks, _ = sounds.knocks(6)
+    claps = np.concatenate([np.concatenate([sounds.clap(i), sounds.silence(0.2)]) for i in range(6)])
+    audio = np.concatenate([sounds.silence(0.5), knocks, sounds.silence(0.5), claps, sounds.silence(0.5)])
+    assert run(audio) == []
+
+
+def test_any_split_into_frames_gives_the_same_events_as_one_frame(spoken):
+    knocks, _ = sounds.knocks(3)
+    parts = [sounds.silence(0.6), spoken[0], sounds.silence(0.8), knocks, sounds.silence(0.4), spoken[1]]
+    audio = np.concatenate(parts)
+    audio += sounds.noise(audio.size / sounds.RATE, 0.003)
+    whole = summary(run(audio))
+    assert len(whole) == 4
+    for sizes in ([1], [37], [511], [4000], [1, 37, 511, 4000, 513]):
+        assert summary(run(audio, sizes)) == whole, sizes
+
+
+def test_pauses_shorter_than_min_silence_stay_inside_one_segment(spoken):
+    speech = spoken[1]
+    short = np.concatenate([sounds.silence(0.5), speech, sounds.silence(0.15), speech, sounds.silence(1.0)])
+    long = np.concatenate([sounds.silence(0.5), speech, sounds.silence(0.9), speech, sounds.silence(1.0)])
+    assert [type(e) for e in run(short)] == [SpeechStarted, SpeechStopped]
+    assert [type(e) for e in run(long)] == [SpeechStarted, SpeechStopped] * 2
+
+
+def test_speech_shorter_than_min_speech_sends_nothing(spoken):
+    audio = np.concatenate([sounds.silence(0.5), spoken[0], sounds.silence(1.0)])
+    assert run(audio, config=VadConfig(min_speech_ms=10_000)) == []
+
+
+def test_speech_is_reported_once_it_has_lasted_min_speech(spoken):
+    # Fed window by window, SpeechStarted comes out min_speech_ms (rounded up to whole windows) after the
+    # first voiced window; its position may then move back by the edge search and the padding.
+    audio = np.concatenate([sounds.silence(1.0), spoken[1], sounds.silence(1.0)])
+    vad = VoiceDetector(Stamper("t"), VadConfig(min_speech_ms=200))
+    for i in range(0, audio.size, 512):
+        if events := vad.feed(audio[i : i + 512]):
+            heard_at = (i + 512) * 1000 / sounds.RATE
+            break
+    assert isinstance(events[0], SpeechStarted)
+    assert 200 <= heard_at - events[0].audio_ms <= 200 + 2 * 32 + 250 + 30
+
+
+def test_flush_stops_speech_still_open_at_the_end_of_the_stream(spoken):
+    speech = spoken[0]
+    audio = np.concatenate([sounds.silence(0.5), speech])
+    events = run(audio)
+    assert [type(e) for e in events][-1:] == [SpeechStopped]
+    assert events[-1].audio_ms <= audio.size * 1000 / sounds.RATE
+
+
+def test_positions_continue_after_a_flush(spoken):
+    audio = np.concatenate([sounds.silence(0.5), spoken[1], sounds.silence(1.0)])
+    vad = VoiceDetector(Stamper("t"))
+    first = vad.feed(audio) + vad.flush()
+    second = vad.feed(audio) + vad.flush()
+    offset = audio.size * 1000 / sounds.RATE
+    assert len(first) == len(second) == 2
+    for a, b in zip(first, second, strict=True):
+        assert abs(b.audio_ms - offset - a.audio_ms) <= 32
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"threshold": 1.2}, {"threshold": 0.5, "neg_threshold": 0.6}, {"min_silence_ms": -1.0}],
+)
+def test_config_refuses_inconsistent_thresholds(fields):
+    with pytest.raises(ValueError):
+        VadConfig(**fields)
