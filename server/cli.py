@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import ipaddress
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import msgspec
 
 
 def _listen(args: argparse.Namespace) -> int:
     from events.ears import listen_file
-    from events.vocabulary import AudioLevel
+    from events.errors import BadInput
+    from events.hearing import Hearing
+    from events.sound_classes import SoundClassConfig
+    from events.stamp import Stamper
+    from events.transcriber import TranscriberConfig
 
     if args.demo:
         from server.demo_audio import write_demo_wav
@@ -23,16 +32,94 @@ def _listen(args: argparse.Namespace) -> int:
         return 2
     else:
         path = args.file
+    hearing = Hearing(
+        sounds=None if args.no_sounds else SoundClassConfig(),
+        transcripts=None if args.no_transcripts else TranscriberConfig(),
+    )
+    stamper = Stamper("listen")
     encoder = msgspec.json.Encoder()
     try:
-        for event in listen_file(path, transcribe=not args.no_transcripts, classify=not args.no_sounds):
-            if isinstance(event, AudioLevel) and not args.levels:
-                continue
+        for event in listen_file(
+            path, levels=args.levels, extra=hearing.listeners(stamper, threaded=False), stamper=stamper
+        ):
             sys.stdout.buffer.write(encoder.encode(event) + b"\n")
             sys.stdout.flush()
-    except (OSError, ValueError) as exc:
+    except (BadInput, OSError) as exc:
         print(f"onstage listen: {exc}", file=sys.stderr)
         return 1
+    finally:
+        hearing.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from server.config import ConfigFileError, load_server_config
+
+    try:
+        config = load_server_config(args.config)
+    except ConfigFileError as exc:
+        print(f"onstage serve: {exc}", file=sys.stderr)
+        return 2
+    changes = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    secret = args.token_secret or os.environ.get("ONSTAGE_TOKEN_SECRET")
+    if secret:
+        changes["token_secret"] = secret
+    if args.max_sessions is not None:
+        changes["limits"] = msgspec.structs.replace(config.limits, max_sessions=args.max_sessions)
+    config = msgspec.structs.replace(config, **changes)
+    if config.token_secret is None and not _is_loopback(config.host):
+        print("onstage serve: without a token secret the server binds loopback only", file=sys.stderr)
+        return 2
+    return uvloop.run(_serve_until_stopped(config, args.config))
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+async def _serve_until_stopped(config, config_path: Path | None) -> int:
+    from agent.director_config import load_config
+    from server.app import OnstageServer
+    from server.sessions import SessionDefaults, SessionFactory
+    from streaming_model.runtime import Generator
+
+    print("onstage: loading the models...", file=sys.stderr)
+    generator = await asyncio.to_thread(Generator.load)
+    factory = await asyncio.to_thread(
+        SessionFactory,
+        generator,
+        director=load_config(config_path),
+        defaults=SessionDefaults(character=config.character, plan=config.plan),
+    )
+    server = OnstageServer(factory, config.limits, config.token_secret)
+    await server.start(config.host, config.port)
+    print(
+        f"onstage: serving on http://{config.host}:{server.port}/ - open that page in a browser",
+        file=sys.stderr,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("onstage: stopping", file=sys.stderr)
+    await server.close()
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    from server.auth import make_token
+
+    secret = args.secret or os.environ.get("ONSTAGE_TOKEN_SECRET")
+    if not secret:
+        print("onstage token: give --secret or set ONSTAGE_TOKEN_SECRET", file=sys.stderr)
+        return 2
+    print(make_token(secret, args.ttl))
     return 0
 
 
@@ -49,6 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
     listen.add_argument("--no-transcripts", action="store_true", help="skip speech recognition")
     listen.add_argument("--no-sounds", action="store_true", help="skip sound classification")
     listen.set_defaults(run=_listen)
+
+    serve = sub.add_parser("serve", help="run the live session server and its browser page")
+    serve.add_argument("--config", type=Path, help="a TOML file ([server] and [director] tables)")
+    serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8765)")
+    serve.add_argument(
+        "--token-secret", help="require tokens signed with this secret (or ONSTAGE_TOKEN_SECRET)"
+    )
+    serve.add_argument("--max-sessions", type=int, help="sessions served at once (default 4)")
+    serve.set_defaults(run=_serve)
+
+    token = sub.add_parser("token", help="make a client token for a server started with a token secret")
+    token.add_argument("--secret", help="the server's token secret (or ONSTAGE_TOKEN_SECRET)")
+    token.add_argument("--ttl", type=float, default=3600.0, help="seconds the token stays valid")
+    token.set_defaults(run=_token)
     return parser
 
 

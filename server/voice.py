@@ -47,6 +47,13 @@ class Utterance:
     def duration_ms(self) -> float:
         return self.samples.size * 1000.0 / self.rate
 
+    def then(self, other: Utterance) -> Utterance:
+        """This utterance followed by ``other`` (same rate), word spans shifted to match."""
+        shift = self.samples.size
+        words = self.words + tuple(WordSpan(w.word, w.start + shift, w.end + shift) for w in other.words)
+        text = f"{self.text} {other.text}".strip()
+        return Utterance(text, np.concatenate([self.samples, other.samples]), self.rate, words)
+
     def heard_text(self, played_samples: int) -> str:
         """The words completely played within the first ``played_samples`` samples."""
         return " ".join(w.word for w in self.words if w.end <= played_samples)
@@ -71,35 +78,41 @@ def _piper():
 
 
 class Voice:
-    """Synthesises utterances at ``rate`` Hz. Thread-safe; call from a worker thread (about 0.05x real time)."""
+    """Synthesises utterances at ``rate`` Hz. Thread-safe; call from a worker thread (about 0.05x real time).
 
-    def __init__(self, rate: int = OUTPUT_RATE) -> None:
+    Piper samples its voice with random noise, so each call sounds slightly different, as a person does;
+    ``sampling_noise=False`` makes the same text give the same samples every time (tests, demos).
+    """
+
+    def __init__(self, rate: int = OUTPUT_RATE, sampling_noise: bool = True) -> None:
         self.rate = rate
+        self.sampling_noise = sampling_noise
         self._lock = threading.Lock()
 
     def _sentence_audio(self, sentence: str) -> np.ndarray:
+        from piper import SynthesisConfig
+
         voice = _piper()
+        config = None if self.sampling_noise else SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
         with self._lock:  # one ONNX session: keep runs from interleaving
-            chunks = [c.audio_float_array for c in voice.synthesize(sentence)]
+            chunks = [c.audio_float_array for c in voice.synthesize(sentence, syn_config=config)]
         audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
         g = np.gcd(self.rate, voice.config.sample_rate)
         return resample_poly(audio, self.rate // g, voice.config.sample_rate // g).astype(np.float32)
 
+    @staticmethod
+    def sentences(text: str) -> list[str]:
+        """The sentences of ``text`` that hold words, in order: the units synthesis can stream by."""
+        return [s for s in (part.strip() for part in _SENTENCE.findall(text)) if _WORD.search(s)]
+
     def synthesize(self, text: str) -> Utterance:
         """Speak ``text``; empty or unspeakable text gives an empty utterance."""
-        parts: list[np.ndarray] = []
-        words: list[WordSpan] = []
-        offset = 0
-        for sentence in (s.strip() for s in _SENTENCE.findall(text)):
-            tokens = _WORD.findall(sentence)
-            if not tokens:
-                continue
+        out = Utterance(text="", samples=np.zeros(0, dtype=np.float32), rate=self.rate, words=())
+        for sentence in self.sentences(text):
             audio = self._sentence_audio(sentence)
-            words += _spread_words(tokens, audio, offset)
-            parts.append(audio)
-            offset += audio.size
-        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-        return Utterance(text=text, samples=samples, rate=self.rate, words=tuple(words))
+            words = tuple(_spread_words(_WORD.findall(sentence), audio, 0))
+            out = out.then(Utterance(sentence, audio, self.rate, words))
+        return out
 
 
 def _spread_words(tokens: list[str], audio: np.ndarray, offset: int) -> list[WordSpan]:
