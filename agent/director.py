@@ -79,6 +79,15 @@ class DirectorState(TypedDict, total=False):
     final: bool
 
 
+class DirectorMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """What the Director keeps of a session (history, remembered facts, spoken block ids): a story
+    checkpoint saves it and a rewind puts it back (see ``Director.snapshot``)."""
+
+    messages: list[dict[str, Any]] = []
+    memory: list[str] = []
+    spoken: dict[str, str] = {}
+
+
 class DirectorStats(msgspec.Struct):
     """Counters for tests, benchmarks and metrics."""
 
@@ -194,6 +203,11 @@ class Director:
         """Add a section to the system prompt, read at every call (the story's current beat, for one)."""
         self._contexts.append(provider)
 
+    def remove_context(self, provider: ContextProvider) -> None:
+        """Stop adding ``provider``'s section to the system prompt (a story closed in a running session)."""
+        if provider in self._contexts:
+            self._contexts.remove(provider)
+
     @property
     def busy(self) -> bool:
         """Whether a run is in flight."""
@@ -217,6 +231,36 @@ class Director:
         """Facts the LLM asked to remember."""
         snapshot = await self._graph.aget_state(self._thread)
         return list(snapshot.values.get("memory", []))
+
+    async def snapshot(self) -> DirectorMemory:
+        """A copy of what the Director keeps, for a story checkpoint."""
+        values = (await self._graph.aget_state(self._thread)).values
+        return DirectorMemory(
+            messages=copy.deepcopy(list(values.get("messages", []))),
+            memory=list(values.get("memory", [])),
+            spoken=dict(values.get("spoken", {})),
+        )
+
+    async def restore(self, snapshot: DirectorMemory) -> None:
+        """Go back to ``snapshot`` (a story rewind): a run in flight is cancelled and observations not yet
+        read are dropped, as both belong to the timeline left behind."""
+        run = self._run
+        if run is not None and not run.done() and run is not asyncio.current_task():
+            run.cancel()
+            await asyncio.wait({run})  # unlike awaiting it, a cancellation of the caller still propagates
+        self._lines.clear()
+        self._heard.clear()
+        self._cause = None
+        # As the fold node: the next run starts from START anyway, with this state.
+        await self._graph.aupdate_state(
+            self._thread,
+            {
+                "messages": copy.deepcopy(snapshot.messages),
+                "memory": list(snapshot.memory),
+                "spoken": dict(snapshot.spoken),
+            },
+            as_node="fold",
+        )
 
     # ----------------------------------------------------------------------------------- intake
 

@@ -106,6 +106,19 @@ class Minds:
         if self.director is not None:
             await self.director.stop()
 
+    async def run_script(self, script: Script) -> None:
+        """Switch to ``script`` (a ``plan.run`` from the user): the old one stops firing, the new one's
+        timeline starts at the next chunk. Blocks already running play on unless the new plan replaces them.
+        """
+        if self.script is not None:
+            self.script.detach()
+            for task in [t for t in self._listeners if t.get_name().startswith("script:")]:
+                task.cancel()
+                self._listeners.remove(task)
+        self.script = ScriptRunner(script, self.realizer)
+        self.script.attach()
+        self._listeners.append(self.script.listen(self.bus))
+
     def tick(self, k: int) -> ChunkOutput:
         """Chunk ``k``'s condition and speech cues (see ``Realizer.tick``)."""
         return self.realizer.tick(k)

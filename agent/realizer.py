@@ -118,6 +118,8 @@ class _Voice:
     duration_s: float | None = None
     stopped_s: float | None = None
     envelope: tuple[float, ...] = ()
+    announced: bool = False
+    """``started`` was published: later duration updates from a streaming voice only retime."""
     finished: bool = False
     """No longer speaking, as far as the realizer is concerned (ended, cut, or never started)."""
 
@@ -305,7 +307,8 @@ class Realizer:
         if duration_s is not None and math.isfinite(duration_s) and duration_s > 0:
             voice.duration_s = duration_s
             self._retime(entry)
-        if self.voice == "server":
+        if self.voice == "server" and not voice.announced:
+            voice.announced = True
             self._publish_speech(entry, voice, "started")
 
     def speech_audio(self, speech_id: str, envelope: Sequence[float]) -> None:

@@ -1,0 +1,204 @@
+"""Story checkpoints and sessions in SQLite (a file, or ``:memory:``), so a restarted server can continue.
+
+Two tables: ``story_sessions`` (one row per session: the story as written, the branches added, the
+history tree and the current checkpoint) and ``story_checkpoints`` (one row per checkpoint: the story
+state, the Director's memory, the realizer's snapshot, the generator's state and the chunk it was taken
+at). The story parts are msgspec JSON; the realizer snapshot and a generator state that is not ``bytes``
+are pickled, because they hold Python objects (plan entries, tensors) that have no other encoding. Only
+open files this process, or one you trust, wrote: unpickling runs code named in the file.
+
+Every call runs on a worker thread (``asyncio.to_thread``): SQLite never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from agent.director import DirectorMemory
+from agent.realizer import RealizerSnapshot
+from agent.story.format import Beat, StorySpec
+from agent.story.state import HistoryNode, StoryState
+
+GeneratorState = bytes | object
+"""The generator's state at a checkpoint, opaque here: the streaming runtime's snapshot, or its bytes."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS story_sessions (
+    session TEXT PRIMARY KEY,
+    record BLOB NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS story_checkpoints (
+    session TEXT NOT NULL,
+    id TEXT NOT NULL,
+    state BLOB NOT NULL,
+    chunk INTEGER NOT NULL,
+    realizer BLOB,
+    director BLOB,
+    generator BLOB,
+    generator_kind TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (session, id)
+);
+"""
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A story session as persisted: enough to rebuild its graph and find its checkpoints."""
+
+    session: str
+    story: StorySpec
+    branches: dict[str, Beat]
+    history: list[HistoryNode]
+    current: str
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Everything needed to continue from a point of the story.
+
+    chunk: the realizer's last ticked chunk when it was taken (the next tick is ``chunk + 1``).
+    realizer / director / generator: their snapshots, None where that part is not in the session.
+    """
+
+    id: str
+    state: StoryState
+    chunk: int
+    realizer: RealizerSnapshot | None
+    director: DirectorMemory | None
+    generator: GeneratorState | None
+
+
+_GeneratorKind = Literal["none", "bytes", "pickle"]
+
+
+def _pack_generator(value: GeneratorState | None) -> tuple[bytes | None, _GeneratorKind]:
+    if value is None:
+        return None, "none"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value), "bytes"
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
+
+
+def _unpack_generator(data: bytes | None, kind: str) -> GeneratorState | None:
+    if data is None or kind == "none":
+        return None
+    return data if kind == "bytes" else pickle.loads(data)
+
+
+class CheckpointStore:
+    """Checkpoints and session records of any number of story sessions, in one SQLite database."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        # One connection shared by the worker threads (``:memory:`` is private to its connection), used
+        # by one thread at a time under the lock.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+
+    @classmethod
+    async def open(cls, path: str | Path = ":memory:") -> CheckpointStore:
+        """Open (and create if needed) the database on a worker thread, for callers on the event loop."""
+        return await asyncio.to_thread(cls, path)
+
+    async def save(self, record: SessionRecord, checkpoint: Checkpoint | None = None) -> None:
+        """Write the session record and, when given, a checkpoint, in one transaction."""
+        row = None
+        if checkpoint is not None:
+            generator, kind = _pack_generator(checkpoint.generator)
+            row = (
+                record.session,
+                checkpoint.id,
+                msgspec.json.encode(checkpoint.state),
+                checkpoint.chunk,
+                None
+                if checkpoint.realizer is None
+                else pickle.dumps(checkpoint.realizer, pickle.HIGHEST_PROTOCOL),
+                None if checkpoint.director is None else msgspec.json.encode(checkpoint.director),
+                generator,
+                kind,
+                time.time(),
+            )
+        encoded = msgspec.json.encode(record)
+        await asyncio.to_thread(self._save, record.session, encoded, row)
+
+    def _save(self, session: str, record: bytes, row: tuple[object, ...] | None) -> None:
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute(
+                    "INSERT INTO story_sessions (session, record, updated) VALUES (?, ?, ?) "
+                    "ON CONFLICT(session) DO UPDATE SET record = excluded.record, updated = excluded.updated",
+                    (session, record, time.time()),
+                )
+                if row is not None:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO story_checkpoints (session, id, state, chunk, realizer, director, "
+                        "generator, generator_kind, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    async def session(self, session: str) -> SessionRecord | None:
+        """The record of ``session``, or None if it was never saved."""
+        found = await asyncio.to_thread(
+            self._one, "SELECT record FROM story_sessions WHERE session = ?", (session,)
+        )
+        return None if found is None else msgspec.json.decode(found[0], type=SessionRecord)
+
+    async def checkpoint(self, session: str, checkpoint_id: str) -> Checkpoint | None:
+        """Checkpoint ``checkpoint_id`` of ``session``, or None if there is no such checkpoint."""
+        found = await asyncio.to_thread(
+            self._one,
+            "SELECT state, chunk, realizer, director, generator, generator_kind FROM story_checkpoints "
+            "WHERE session = ? AND id = ?",
+            (session, checkpoint_id),
+        )
+        if found is None:
+            return None
+        state, chunk, realizer, director, generator, kind = found
+        return Checkpoint(
+            id=checkpoint_id,
+            state=msgspec.json.decode(state, type=StoryState),
+            chunk=chunk,
+            realizer=None if realizer is None else pickle.loads(realizer),
+            director=None if director is None else msgspec.json.decode(director, type=DirectorMemory),
+            generator=_unpack_generator(generator, kind),
+        )
+
+    async def sessions(self) -> list[str]:
+        """Every session saved, most recently updated first (what a restarted server can resume)."""
+        rows = await asyncio.to_thread(self._all, "SELECT session FROM story_sessions ORDER BY updated DESC")
+        return [row[0] for row in rows]
+
+    def _one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _all(self, sql: str) -> list[tuple[object, ...]]:
+        with self._lock:
+            return self._db.execute(sql).fetchall()
+
+    async def close(self) -> None:
+        """Close the database (calls in flight finish first: they hold the lock)."""
+        await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            self._db.close()
