@@ -136,8 +136,6 @@ _ANY = msgspec.json.Decoder(Any)
 def decode_client_text(data: str | bytes) -> ClientMessage:
     """Decode one text frame; raises ``ProtocolError`` (bad_json, unknown_type, bad_field, too_large)."""
     raw = data.encode() if isinstance(data, str) else data
-    if len(raw) > MAX_TEXT_BYTES:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"text message of {len(raw)} bytes is over {MAX_TEXT_BYTES}")
     try:
         obj = _ANY.decode(raw)
     except msgspec.DecodeError as exc:
@@ -148,6 +146,11 @@ def decode_client_text(data: str | bytes) -> ClientMessage:
     if ref is not None and (not isinstance(ref, str) or len(ref) > MAX_REF_CHARS):
         raise ProtocolError(
             ErrorCode.BAD_FIELD, f"ref must be a string of at most {MAX_REF_CHARS} characters"
+        )
+    if len(raw) > MAX_TEXT_BYTES:
+        # Checked after parsing (the transport caps messages at 1 MiB) so the answer can echo the ref.
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"text message of {len(raw)} bytes is over {MAX_TEXT_BYTES}; dropped", ref
         )
     kind = obj.get("type")
     if not isinstance(kind, str):
@@ -293,6 +296,9 @@ def error_message(exc: ProtocolError) -> Error:
 
 
 class VideoHeader(msgspec.Struct, kw_only=True):
+    """PROTOCOL.md's video header, plus ``gen_chunk`` (an extension): the generator's own chunk index,
+    which equals ``chunk`` until a story rewind sends the generator back while the media clock goes on."""
+
     seq: int
     chunk: int
     frame: int
@@ -300,6 +306,7 @@ class VideoHeader(msgspec.Struct, kw_only=True):
     width: int
     height: int
     reflects: list[str] = []
+    gen_chunk: int | None = None
 
 
 class AudioHeader(msgspec.Struct, kw_only=True):

@@ -1,0 +1,282 @@
+"""The WebSocket server: one port for the session endpoint, the browser page, health and metrics.
+
+Routes: ``/v1/session`` (WebSocket, PROTOCOL.md), ``/`` and ``/static/*`` (the browser page),
+``/healthz`` (JSON), ``/metrics`` (Prometheus text). Authentication happens in the HTTP handshake: with a
+token secret configured, a request without a valid token gets HTTP 401 before any session exists.
+
+Sessions outlive their connection for ``resume_grace_s``: the client may come back with
+``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import msgspec
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from events.errors import BadInput
+from server import protocol as p
+from server.auth import check_token
+from server.conductor import Conductor
+from server.limits import Limits, TokenBucket
+from server.outbox import Outbox
+from server.sessions import SessionFactory
+
+log = logging.getLogger(__name__)
+
+PAGE_DIR = Path(__file__).parent / "page"
+CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
+
+
+@dataclass
+class LiveSession:
+    conductor: Conductor
+    resume_token: str
+    outbox: Outbox | None = None
+    expires: asyncio.TimerHandle | None = None
+    closed: bool = False
+
+
+@dataclass
+class Stats:
+    started: float = field(default_factory=time.time)
+    sessions_total: int = 0
+    refused_total: int = 0
+    errors_total: int = 0
+    media_dropped_total: int = 0
+
+
+class OnstageServer:
+    """Owns the sessions of one server process."""
+
+    def __init__(
+        self, factory: SessionFactory, limits: Limits | None = None, token_secret: str | None = None
+    ):
+        self.factory = factory
+        self.limits = limits or Limits()
+        self.token_secret = token_secret
+        self.sessions: dict[str, LiveSession] = {}
+        self.stats = Stats()
+        self._server: Server | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = 8765) -> Server:
+        """Listen on ``host:port`` (port 0 picks a free one)."""
+        self._server = await serve(
+            self._handle,
+            host,
+            port,
+            process_request=self._process_request,
+            max_size=p.HARD_MAX_MESSAGE_BYTES,
+            compression=None,  # JPEG and PCM do not compress; deflate would only cost CPU
+            ping_interval=20,
+        )
+        return self._server
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for session in list(self.sessions.values()):
+            await self._end(session)
+
+    # ------------------------------------------------------------------------------ HTTP
+
+    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+        url = urlsplit(request.path)
+        if url.path == "/v1/session":
+            if self.token_secret is not None:
+                token = _bearer(request.headers) or parse_qs(url.query).get("token", [None])[0]
+                if not check_token(self.token_secret, token):
+                    return _response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
+            return None
+        if url.path == "/healthz":
+            body = msgspec.json.encode({"status": "ok", "sessions": len(self.sessions)})
+            return _response(http.HTTPStatus.OK, body, "application/json")
+        if url.path == "/metrics":
+            return _response(http.HTTPStatus.OK, self._prometheus().encode(), "text/plain; version=0.0.4")
+        name = "index.html" if url.path == "/" else url.path.removeprefix("/static/")
+        path = (PAGE_DIR / name).resolve()
+        if path.parent == PAGE_DIR.resolve() and path.is_file():
+            return _response(
+                http.HTTPStatus.OK, path.read_bytes(), CONTENT_TYPES.get(path.suffix, "text/plain")
+            )
+        return _response(http.HTTPStatus.NOT_FOUND, b"not found\n")
+
+    def _prometheus(self) -> str:
+        lines = [
+            "# TYPE onstage_sessions gauge",
+            f"onstage_sessions {len(self.sessions)}",
+            "# TYPE onstage_sessions_total counter",
+            f"onstage_sessions_total {self.stats.sessions_total}",
+            "# TYPE onstage_sessions_refused_total counter",
+            f"onstage_sessions_refused_total {self.stats.refused_total}",
+            "# TYPE onstage_client_errors_total counter",
+            f"onstage_client_errors_total {self.stats.errors_total}",
+            "# TYPE onstage_frames_dropped_total counter",
+            f"onstage_frames_dropped_total {self.stats.media_dropped_total + sum(_dropped(s) for s in self.sessions.values())}",
+        ]
+        for sid, session in self.sessions.items():
+            m = session.conductor.metrics()
+            lines += [
+                f'onstage_session_fps{{session="{sid}"}} {m.fps}',
+                f'onstage_session_on_time{{session="{sid}"}} {m.on_time}',
+            ]
+        return "\n".join(lines) + "\n"
+
+    # ------------------------------------------------------------------------------ WebSocket
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        outbox = Outbox(ws, media_frames=self.limits.media_queue_frames)
+        outbox.start()
+        messages = TokenBucket(self.limits.messages_per_s, self.limits.message_burst)
+        audio = TokenBucket(self.limits.audio_realtime_factor, self.limits.audio_burst_s)
+        session: LiveSession | None = None
+        try:
+            async for data in ws:
+                try:
+                    if isinstance(data, str):
+                        if not messages.take():
+                            raise p.ProtocolError(p.ErrorCode.RATE_LIMITED, "too many messages; slow down")
+                        msg = p.decode_client_text(data)
+                        if session is None:
+                            session = await self._start(msg, outbox)
+                            continue
+                        for answer in await session.conductor.handle(msg):
+                            await outbox.put(p.encode_server(answer), droppable=False)
+                    else:
+                        if session is None:
+                            raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "send session.start first")
+                        pcm = p.decode_audio_in(data)
+                        if not audio.take(len(pcm) / 2 / p.AUDIO_IN_RATE):
+                            raise p.ProtocolError(
+                                p.ErrorCode.RATE_LIMITED, "audio faster than real time; dropped"
+                            )
+                        await session.conductor.audio(pcm)
+                except p.ProtocolError as exc:
+                    self.stats.errors_total += 1
+                    await outbox.put(p.encode_server(p.error_message(exc)), droppable=False)
+                    if exc.fatal:
+                        break
+                except BadInput as exc:
+                    self.stats.errors_total += 1
+                    error = p.Error(code=p.ErrorCode.BAD_FIELD, message=str(exc), fatal=False)
+                    await outbox.put(p.encode_server(error), droppable=False)
+        except ConnectionClosed:
+            pass
+        except Exception:
+            log.exception("connection handler failed")
+            with contextlib.suppress(Exception):
+                error = p.Error(code=p.ErrorCode.INTERNAL, message="internal error", fatal=True)
+                await ws.send(p.encode_server(error))
+        finally:
+            if session is not None and session.outbox is outbox:
+                self._detach(session)
+            await outbox.close()
+            # Let what is queued go out (an error before a close) without waiting on a dead peer.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 1.0)
+
+    async def _start(self, msg: p.ClientMessage, outbox: Outbox) -> LiveSession:
+        if not isinstance(msg, p.SessionStart):
+            raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "the first message must be session.start", msg.ref)
+        if msg.resume is not None:
+            return await self._resume(msg, outbox)
+        if len(self.sessions) >= self.limits.max_sessions:
+            self.stats.refused_total += 1
+            raise p.ProtocolError(
+                p.ErrorCode.RATE_LIMITED,
+                f"server at capacity: {len(self.sessions)} live sessions is all it can keep real-time",
+                msg.ref,
+                fatal=True,
+            )
+        session_id = secrets.token_hex(8)
+        try:
+            conductor, started = await self.factory.create(session_id, msg)
+        except ValueError as exc:
+            raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), msg.ref) from None
+        live = LiveSession(conductor, resume_token=secrets.token_urlsafe(24))
+        self.sessions[session_id] = live
+        self.stats.sessions_total += 1
+        started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=msg.ref)
+        await outbox.put(p.encode_server(started), droppable=False)
+        live.outbox = outbox
+        await conductor.start(outbox.put)
+        return live
+
+    async def _resume(self, msg: p.SessionStart, outbox: Outbox) -> LiveSession:
+        assert msg.resume is not None
+        live = self.sessions.get(msg.resume.session_id)
+        if (
+            live is None
+            or live.closed
+            or not secrets.compare_digest(live.resume_token, msg.resume.resume_token)
+        ):
+            raise p.ProtocolError(
+                p.ErrorCode.RESUME_FAILED, "no such session to resume, or a bad token", msg.ref
+            )
+        if live.expires is not None:
+            live.expires.cancel()
+            live.expires = None
+        if live.outbox is not None and live.outbox is not outbox:
+            await live.outbox.ws.close(1000, "resumed elsewhere")
+        started = msgspec.structs.replace(
+            self.factory.started_message(live.conductor.session_id),
+            resume_token=live.resume_token,
+            ref=msg.ref,
+        )
+        await outbox.put(p.encode_server(started), droppable=False)
+        live.outbox = outbox
+        live.conductor.attach(outbox.put)
+        return live
+
+    def _detach(self, live: LiveSession) -> None:
+        """The client went away: media stops; the session waits ``resume_grace_s`` for it to come back."""
+        live.outbox = None
+        live.conductor.attach(None)
+        loop = asyncio.get_running_loop()
+        live.expires = loop.call_later(
+            self.limits.resume_grace_s, lambda: asyncio.ensure_future(self._end(live))
+        )
+
+    async def _end(self, live: LiveSession) -> None:
+        if live.closed:
+            return
+        live.closed = True
+        self.sessions.pop(live.conductor.session_id, None)
+        self.stats.media_dropped_total += _dropped(live)
+        await live.conductor.close()
+
+
+def _dropped(live: LiveSession) -> int:
+    return live.conductor.frames_dropped + (live.outbox.dropped if live.outbox is not None else 0)
+
+
+def _bearer(headers: Headers) -> str | None:
+    value = headers.get("Authorization", "")
+    return value[7:].strip() if value.lower().startswith("bearer ") else None
+
+
+def _response(
+    status: http.HTTPStatus, body: bytes, content_type: str = "text/plain; charset=utf-8"
+) -> Response:
+    headers = Headers(
+        [("Content-Type", content_type), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")]
+    )
+    return Response(status.value, status.phrase, headers, body)

@@ -1,0 +1,545 @@
+"""The session conductor: one live session end to end, on the media clock.
+
+    audio in -> ears -> bus -> minds (reflexes, script or Director -> realizer) -> generator -> media out
+
+Timing (ARCHITECTURE.md, "The clock"): chunk k is sent at ``t0 + k*T`` (T = 166.67 ms), frame by frame at
+the frames' presentation times. Generation of chunk k starts ``lead`` chunks before that, so the generator
+runs at most about one chunk ahead: every chunk generated early would be latency added to every reaction.
+
+Redirect: while chunk k is being generated, an urgent event (speech, a sound, a gesture, an interrupt)
+wakes the conductor. If the deadline still allows a full regeneration, the realizer re-decides chunk k;
+when the condition changed, the generation in flight is cancelled (it stops within one denoise step) and
+started again with the new condition. Otherwise the event lands in chunk k+1. Nothing is committed to the
+generator's cache until a chunk is final, so a redirect never disturbs the past.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import torch
+
+from agent.minds import Minds
+from agent.progress import CharacterSpeech, DirectorError, DirectorPlan
+from agent.realizer import ChunkOutput
+from agent.script import ScriptError, load_script, script_from_builtins
+from agent.story.format import StoryError
+from agent.story.player import StoryPlayer
+from agent.story.state import StoryView
+from events.bus import EventBus, Subscription
+from events.ears import EarsService
+from events.errors import BadInput
+from events.gestures import client_gesture
+from events.stamp import Stamper
+from events.vocabulary import (
+    Event,
+    Gesture,
+    Interrupt,
+    SoundClass,
+    SoundOnset,
+    SpeechStarted,
+    SpeechStopped,
+    TextInput,
+    Transcript,
+)
+from server import protocol as p
+from server.media import CHUNK_FRAMES, CHUNK_S, FRAME_S, encode_jpeg, frame_pts_ms, pcm16
+from server.speech import SpeechPlayer
+from streaming_model.condition import ChunkCondition
+from streaming_model.manifest import FRAME_SIZE
+from streaming_model.runtime import Session as ModelSession
+
+log = logging.getLogger(__name__)
+
+URGENT = (SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Gesture, Interrupt, TextInput)
+"""Events that may redirect the chunk in flight (the reflexes answer them)."""
+
+
+class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Timing and quality knobs of one session."""
+
+    lead_chunks: float = 1.0
+    """Generation of chunk k starts this many chunks before its send time."""
+    start_delay_s: float = 0.3
+    """The first chunk is sent this long after the session starts (model warm-up, first generation)."""
+    redirect: bool = True
+    redirect_margin: float = 1.25
+    """Regenerate in flight only when the time left exceeds this many times the typical chunk time."""
+    jpeg_quality: int = 85
+    metrics_every_s: float = 1.0
+
+
+@dataclass
+class ReadyChunk:
+    index: int  # on the media clock
+    gen_chunk: int  # the generator's and realizer's chunk
+    jpegs: list[bytes]
+    reflects: tuple[str, ...]
+    ready_at: float
+
+
+Send = Callable[[bytes | str, bool], Awaitable[None]]
+"""The connection's sender: (frame, droppable). Media frames are droppable for a slow client."""
+
+
+class Conductor:
+    """Runs one session: feed it client messages and audio; it sends messages and media through ``send``."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        model: ModelSession,
+        minds: Minds,
+        bus: EventBus,
+        ears: EarsService,
+        player: SpeechPlayer,
+        stamper: Stamper,
+        config: ConductorConfig | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.model = model
+        self.minds = minds
+        self.bus = bus
+        self.ears = ears
+        self.player = player
+        self.stamper = stamper
+        self.config = config or ConductorConfig()
+        self._send: Send | None = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"gen-{session_id}", initializer=_one_thread)
+        self._ready: asyncio.Queue[ReadyChunk] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._urgent: Subscription | None = None
+        self._seq = 0
+        self._t0 = 0.0
+        self.chunk_times: deque[float] = deque(maxlen=200)
+        self.reactions_ms: deque[float] = deque(maxlen=500)
+        self.frames_sent = 0
+        self.frames_dropped = 0
+        self.chunks_on_time = 0
+        self.chunks_sent = 0
+        self.redirects = 0
+        self._sent_times: deque[float] = deque(maxlen=240)
+        self._last_frame = -1
+        self._carry: set[str] = set()
+        self._closed = False
+        self._k = 0  # next chunk of the model and the realizer (goes back on a story rewind)
+        self._m = 0  # next chunk of the media clock (only ever goes forward)
+        self._boundary: asyncio.Queue[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = (
+            asyncio.Queue()
+        )
+        self.story: StoryPlayer | None = None
+        self._story_moved = False
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    async def start(self, send: Send) -> None:
+        """Start listening, thinking, generating and sending."""
+        self._send = send
+        self._urgent = self.bus.subscribe(*URGENT, name="conductor", maxsize=64)
+        forward = self.bus.subscribe(
+            SpeechStarted,
+            SpeechStopped,
+            SoundOnset,
+            SoundClass,
+            Transcript,
+            CharacterSpeech,
+            DirectorPlan,
+            DirectorError,
+            name="client",
+            maxsize=256,
+        )
+        await self.ears.start()
+        self.minds.start()
+        if self.story is not None:
+            self.story.subscribe(self._on_story_move)
+            self._on_story_move(self.story.view())
+        loop = asyncio.get_running_loop()
+        self._t0 = loop.time() + self.config.start_delay_s
+        self._tasks = [
+            asyncio.create_task(self._generate_loop(), name=f"generate-{self.session_id}"),
+            asyncio.create_task(self._send_loop(), name=f"send-{self.session_id}"),
+            asyncio.create_task(self._forward_loop(forward), name=f"forward-{self.session_id}"),
+            asyncio.create_task(self._metrics_loop(), name=f"metrics-{self.session_id}"),
+        ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
+
+    def attach(self, send: Send | None) -> None:
+        """Point media at a new connection (resume), or at nothing while the client is away."""
+        self._send = send
+
+    async def close(self) -> None:
+        """Stop everything this session runs and free it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.story is not None:
+            await self.story.close()
+        await self.minds.stop()
+        await self.player.close()
+        await self.ears.close()
+        self.bus.close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=task.exception())
+
+    # ------------------------------------------------------------------------------ input
+
+    async def audio(self, pcm: bytes) -> None:
+        """One audio-in frame (PCM16 16 kHz); ``BadInput`` for a bad frame, nothing else changes."""
+        await self.ears.push(pcm)
+
+    async def handle(self, msg: p.ClientMessage) -> list[p.ServerMessage]:
+        """A client message after ``session.start``; returns the answers to send (``ProtocolError`` if bad)."""
+        ref = msg.ref
+        event: Event | None = None
+        match msg:
+            case p.Ping():
+                return [p.Pong(ref=ref)]
+            case p.InputText(text=text):
+                event = self.stamper(TextInput, text=text)
+            case p.InputGesture():
+                try:
+                    event = client_gesture(self.stamper, msg.gesture, msg.confidence, msg.x, msg.y)
+                except BadInput as exc:
+                    raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), ref) from None
+            case p.InputTranscript(text=text, final=final):
+                event = self.stamper(Transcript, text=text, final=final, source="client")
+            case p.ResponseInterrupt():
+                event = self.stamper(Interrupt, reason="user")
+                self.minds.realizer.interrupt()
+                self.player.interrupt(self._last_frame + 1)
+            case p.PlanRun(plan=plan):
+                await self._run_plan(plan, ref)
+                return [p.InputAccepted(event_id=self.stamper.next_id(), kind="plan", ref=ref)]
+            case p.SessionStart():
+                raise p.ProtocolError(p.ErrorCode.BAD_FIELD, "the session has already started", ref)
+            case p.StoryChoose() | p.StoryIntervene() | p.StoryRewind():
+                return await self._story_message(msg)
+        assert event is not None
+        await self.bus.publish(event)
+        return [p.InputAccepted(event_id=event.id, kind=_kind_of(event), ref=ref)]
+
+    async def _story_message(self, msg: p.ClientMessage) -> list[p.ServerMessage]:
+        """Story moves happen between chunks, where the realizer and the generator agree (a checkpoint
+        taken there continues the picture exactly); the client hears of them as ``story.state``."""
+        story = self.story
+        kind = msg.__struct_config__.tag
+        if story is None:
+            raise p.ProtocolError(p.ErrorCode.BAD_FIELD, f"{kind}: this session has no story", msg.ref)
+        event_id = self.stamper.next_id()
+        try:
+            match msg:
+                case p.StoryChoose(choice=choice):
+                    await self.at_boundary(lambda: story.choose(choice, cause=event_id))
+                case p.StoryIntervene(text=text):
+                    answer = await self.at_boundary(lambda: story.intervene(text, cause=event_id))
+                    if answer.outcome == "unmatched":
+                        raise p.ProtocolError(
+                            p.ErrorCode.BAD_FIELD, f"story.intervene: {answer.message}", msg.ref
+                        )
+                case p.StoryRewind(checkpoint=checkpoint):
+                    await self.at_boundary(lambda: self._rewind(story, checkpoint))
+        except StoryError as exc:
+            raise p.ProtocolError(p.ErrorCode.BAD_FIELD, f"{kind}: {exc}", msg.ref) from None
+        return [p.InputAccepted(event_id=event_id, kind="story", ref=msg.ref)]
+
+    async def at_boundary(self, job: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``job`` in the generation loop after the chunk in flight is committed, before the next is
+        decided; returns its result (or raises its exception)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._boundary.put_nowait((job, future))
+        return await future
+
+    async def _rewind(self, story: StoryPlayer, checkpoint: str) -> None:
+        restored = await story.rewind(checkpoint)
+        self.player.interrupt(self._last_frame + 1)
+        if restored.generator is not None:
+            self.model.restore(restored.generator)  # type: ignore[arg-type]
+        self._k = restored.chunk + 1
+
+    def _on_story_move(self, view: StoryView) -> None:
+        self._story_moved = True
+        message = p.StoryState(
+            node=view.node,
+            choices=msgspec.to_builtins(view.choices),
+            checkpoint=view.checkpoint,
+            history=msgspec.to_builtins(view.history),
+        )
+        asyncio.get_running_loop().create_task(self._out(p.encode_server(message), droppable=False))
+
+    async def _at_boundary(self) -> None:
+        """Between chunks: run queued jobs, then re-take a moved story's checkpoint with the generator
+        state that matches it now (a move made mid-chunk, by the Director, say, could not have it)."""
+        while not self._boundary.empty():
+            job, future = self._boundary.get_nowait()
+            try:
+                future.set_result(await job())
+            except Exception as exc:
+                future.set_exception(exc)
+        if self.story is not None and self._story_moved:
+            self._story_moved = False
+            await self.story.checkpoint(self.model.snapshot())
+
+    async def _run_plan(self, plan: str | dict, ref: str | None) -> None:
+        manifest = self.minds.realizer.manifest
+        try:
+            script = (
+                load_script(plan, manifest) if isinstance(plan, str) else script_from_builtins(plan, manifest)
+            )
+        except (ScriptError, ValueError, OSError) as exc:
+            raise p.ProtocolError(p.ErrorCode.BAD_FIELD, f"plan: {exc}", ref) from None
+        await self.minds.run_script(script)
+
+    # ------------------------------------------------------------------------------ generation
+
+    async def _generate_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._at_boundary()
+            start_at = self._t0 + (self._m - self.config.lead_chunks) * CHUNK_S
+            if (delay := start_at - loop.time()) > 0:
+                await asyncio.sleep(delay)
+            chunk = await self._make_chunk(self._k, self._m)
+            self._ready.put_nowait(chunk)
+            self._k += 1
+            self._m += 1
+
+    async def _decide(self, k: int, m: int) -> ChunkOutput:
+        """The realizer's decision for chunk k (media chunk m), with speech started and the real mouth
+        envelope in it."""
+        out = self.minds.tick(k)
+        for speech_id in out.speech_stop:
+            self.player.interrupt(self._last_frame + 1, speech_id)
+        for cue in out.speech_start:
+            await self.player.start(cue, m * CHUNK_FRAMES)
+        if out.speech_start:
+            out = self.minds.tick(k)  # again, now that the voice reported its real envelope
+        envelope = self.player.envelope(m)
+        if envelope is not None:
+            out = msgspec.structs.replace(
+                out, condition=msgspec.structs.replace(out.condition, speaking=True, audio=envelope)
+            )
+        return out
+
+    async def _make_chunk(self, k: int, m: int) -> ReadyChunk:
+        loop = asyncio.get_running_loop()
+        send_at = self._t0 + m * CHUNK_S
+        self._drain_urgent()  # what arrived since the last chunk is already in this decision
+        out = await self._decide(k, m)
+        reflects = set(out.reflects) | self._carry
+        self._carry = set()
+        started = loop.time()
+        while True:
+            cancel = threading.Event()
+            job = loop.run_in_executor(self._pool, self._generate, out.condition, cancel)
+            redo = await self._watch(job, out.condition, k, m, send_at)
+            if redo is None:
+                jpegs = job.result()
+                break
+            cancel.set()
+            jpegs = await job
+            if jpegs is not None:
+                # It finished before it saw the flag: these frames stand; the new decision shows next chunk.
+                self._carry |= set(redo.reflects)
+                break
+            out = redo
+            reflects |= set(out.reflects)
+            self.redirects += 1
+        assert jpegs is not None
+        self.chunk_times.append(loop.time() - started)
+        return ReadyChunk(m, k, jpegs, tuple(sorted(reflects, key=_event_order)), loop.time())
+
+    def _on_urgent(self, event: Event) -> None:
+        if isinstance(event, SpeechStarted) and self.player.speaking:
+            self.player.interrupt(self._last_frame + 1)  # the user talks over the character
+
+    def _drain_urgent(self) -> None:
+        assert self._urgent is not None
+        while (event := self._urgent.get_nowait()) is not None:
+            self._on_urgent(event)
+
+    async def _watch(
+        self, job: asyncio.Future[list[bytes] | None], cond: ChunkCondition, k: int, m: int, send_at: float
+    ) -> ChunkOutput | None:
+        """Wait for ``job``; on an urgent event, re-decide chunk k while the deadline allows a redo.
+
+        Returns the new decision when it differs from ``cond`` (the caller cancels and regenerates), or
+        None once ``job`` has finished.
+        """
+        assert self._urgent is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            waiter = asyncio.ensure_future(self._urgent.get())
+            try:
+                done, _ = await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await waiter
+            if waiter not in done:
+                return None
+            self._on_urgent(waiter.result())
+            typical = float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
+            if not self.config.redirect or send_at - loop.time() < typical * self.config.redirect_margin:
+                continue  # too late for this chunk: the event lands in the next one
+            await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
+            out = await self._decide(k, m)
+            if out.condition != cond:
+                return out
+
+    def _generate(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
+        """Worker thread: denoise, commit, decode and encode one chunk; None if cancelled."""
+        pending = self.model.generate(cond, cancel)
+        if pending is None:
+            return None
+        if cancel.is_set():
+            return None  # finished in the same instant it was cancelled: treat as cancelled, commit nothing
+        frames = self.model.commit(pending)
+        assert frames is not None
+        return [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
+
+    # ------------------------------------------------------------------------------ output
+
+    async def _send_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            chunk = await self._ready.get()
+            send_at = self._t0 + chunk.index * CHUNK_S
+            self.chunks_sent += 1
+            if chunk.ready_at <= send_at + 1e-3:
+                self.chunks_on_time += 1
+            for i, jpeg in enumerate(chunk.jpegs):
+                frame = chunk.index * CHUNK_FRAMES + i
+                if (delay := self._t0 + frame * FRAME_S - loop.time()) > 0:
+                    await asyncio.sleep(delay)
+                self._last_frame = frame
+                pts = frame_pts_ms(frame)
+                audio = self.player.slice(frame)
+                await self._out(
+                    p.encode_media(
+                        p.Kind.AUDIO_OUT,
+                        p.AudioHeader(seq=self._next_seq(), pts_ms=pts, samples=audio.size),
+                        pcm16(audio),
+                    ),
+                    droppable=True,
+                )
+                reflects = list(chunk.reflects) if i == 0 else []
+                header = p.VideoHeader(
+                    seq=self._next_seq(),
+                    chunk=chunk.index,
+                    frame=i,
+                    pts_ms=pts,
+                    width=FRAME_SIZE,
+                    height=FRAME_SIZE,
+                    reflects=reflects,
+                    gen_chunk=chunk.gen_chunk,
+                )
+                await self._out(p.encode_media(p.Kind.VIDEO, header, jpeg), droppable=True)
+                self._sent_times.append(loop.time())
+                if reflects:
+                    now_ns = time.monotonic_ns()
+                    for event_id in reflects:
+                        self.bus.tracer.record(event_id, "sent", now_ns)
+                        latency = self.bus.tracer.latency_ms(event_id, "sent")
+                        if latency is not None:
+                            self.reactions_ms.append(latency)
+
+    async def _forward_loop(self, sub: Subscription) -> None:
+        async for event in sub:
+            msg = _to_client(event)
+            if msg is not None:
+                await self._out(p.encode_server(msg), droppable=False)
+
+    async def _metrics_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.metrics_every_s)
+            await self._out(p.encode_server(self.metrics()), droppable=False)
+
+    def metrics(self) -> p.Metrics:
+        """The session's figures now: frame rate over the last second, on-time share, reaction times."""
+        now = asyncio.get_running_loop().time()
+        fps = sum(1 for t in self._sent_times if now - t <= 1.0)
+        reactions = np.asarray(self.reactions_ms) if self.reactions_ms else None
+        return p.Metrics(
+            fps=float(fps),
+            on_time=self.chunks_on_time / self.chunks_sent if self.chunks_sent else 1.0,
+            reaction_ms_p50=None if reactions is None else round(float(np.percentile(reactions, 50)), 1),
+            reaction_ms_p95=None if reactions is None else round(float(np.percentile(reactions, 95)), 1),
+            queue=self._ready.qsize(),
+        )
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    async def _out(self, data: bytes | str, droppable: bool) -> None:
+        send = self._send
+        if send is None:
+            if droppable:
+                self.frames_dropped += 1
+            return
+        await send(data, droppable)
+
+
+def _one_thread() -> None:
+    # The generator owns one core; the other is left to listening, voice, network and the Director.
+    torch.set_num_threads(1)
+
+
+def _event_order(event_id: str) -> tuple[int, str]:
+    digits = "".join(c for c in event_id if c.isdigit())
+    return (int(digits) if digits else 0, event_id)
+
+
+def _kind_of(event: Event) -> str:
+    return {
+        TextInput: "text",
+        Gesture: "gesture",
+        Transcript: "transcript",
+        Interrupt: "interrupt",
+    }.get(type(event), type(event).__struct_config__.tag)
+
+
+def _to_client(event: Event) -> p.ServerMessage | None:
+    """The protocol message that tells the client about a bus event, if it is one the client hears of."""
+    match event:
+        case SpeechStarted():
+            return p.InputSpeechStarted(event_id=event.id, audio_ms=event.audio_ms)
+        case SpeechStopped():
+            return p.InputSpeechStopped(event_id=event.id, audio_ms=event.audio_ms)
+        case SoundOnset():
+            return p.InputSound(event_id=event.id, label="onset", score=1.0, audio_ms=event.audio_ms)
+        case SoundClass():
+            return p.InputSound(
+                event_id=event.id, label=event.label, score=event.score, audio_ms=event.audio_ms
+            )
+        case Transcript(source="server"):
+            return p.InputTranscriptOut(event_id=event.id, text=event.text, final=event.final)
+        case CharacterSpeech():
+            return p.CharacterSpeech(text=event.text, state=event.state, heard_text=event.heard_text)
+        case DirectorPlan():
+            return p.DirectorPlan(plan_id=event.plan_id, epoch=event.epoch, summary=event.summary)
+        case DirectorError():
+            return p.Error(code="director", message=event.message, fatal=False)
+    return None

@@ -1,0 +1,37 @@
+"""The server's configuration: a ``[server]`` TOML table, then command-line flags on top."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from server.limits import Limits
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where the server listens, who may connect, and how much each session may do."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token_secret: str | None = None
+    """With a secret, clients must present a token (``onstage token``); without one, bind loopback only."""
+    character: str = "fox"
+    plan: str = "greeter"
+    limits: Limits = msgspec.field(default_factory=Limits)
+
+
+class ConfigFileError(ValueError):
+    """A config file that cannot be read or does not fit ``ServerConfig``; the message says where."""
+
+
+def load_server_config(path: Path | None) -> ServerConfig:
+    """The ``[server]`` table of ``path`` (defaults for anything it leaves out; all defaults without a file)."""
+    if path is None:
+        return ServerConfig()
+    try:
+        table = tomllib.loads(path.read_text()).get("server", {})
+        return msgspec.convert(table, ServerConfig)
+    except (OSError, tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        raise ConfigFileError(f"{path}: {exc}") from None

@@ -1,0 +1,201 @@
+// The onstage browser client: protocol v1 over one WebSocket.
+// Video and voice are played by their presentation time behind a small jitter buffer; the microphone is
+// captured with an AudioWorklet and sent as PCM16 at 16 kHz.
+
+const JITTER_MS = 120; // played this long after the first frame arrived, so small network gaps do not show
+const $ = (id) => document.getElementById(id);
+const log = (text) => {
+  const item = document.createElement("li");
+  item.textContent = `${(performance.now() / 1000).toFixed(2)}s ${text}`;
+  $("log").prepend(item);
+  while ($("log").children.length > 200) $("log").lastChild.remove();
+};
+
+const state = {
+  ws: null, audio: null, started: null, outRate: 24000, playStart: null, framesDrawn: 0,
+  mic: null, lastAudioEnd: 0,
+};
+window.onstage = state; // for tests and the curious
+
+function send(message) {
+  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
+}
+
+function setLive(live) {
+  for (const el of document.querySelectorAll("#gestures button, #say input, #say button, #interrupt, #mic")) {
+    el.disabled = !live;
+  }
+  $("connect").textContent = live ? "End call" : "Start call";
+}
+
+function splitMedia(buffer) {
+  const view = new DataView(buffer);
+  const kind = view.getUint8(0);
+  const length = view.getUint32(1, false);
+  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 5, length)));
+  return { kind, header, payload: buffer.slice(5 + length) };
+}
+
+// The media clock: pts 0 plays at playStart (AudioContext time), set by the first frame plus the jitter buffer.
+function playTime(ptsMs) {
+  if (state.playStart === null) state.playStart = state.audio.currentTime + JITTER_MS / 1000 - ptsMs / 1000;
+  return state.playStart + ptsMs / 1000;
+}
+
+async function onVideo(header, payload) {
+  const bitmap = await createImageBitmap(new Blob([payload], { type: "image/jpeg" }));
+  const delay = (playTime(header.pts_ms) - state.audio.currentTime) * 1000;
+  setTimeout(() => {
+    const canvas = $("screen");
+    if (canvas.width !== header.width) { canvas.width = header.width; canvas.height = header.height; }
+    canvas.getContext("2d").drawImage(bitmap, 0, 0);
+    state.framesDrawn += 1;
+    $("frames").textContent = state.framesDrawn;
+    if (header.reflects.length) log(`chunk ${header.chunk} reflects ${header.reflects.join(", ")}`);
+  }, Math.max(0, delay));
+}
+
+function onAudio(header, payload) {
+  const pcm = new Int16Array(payload);
+  if (!pcm.length) return;
+  const buffer = state.audio.createBuffer(1, pcm.length, state.outRate);
+  const channel = buffer.getChannelData(0);
+  for (let i = 0; i < pcm.length; i++) channel[i] = pcm[i] / 32768;
+  const source = state.audio.createBufferSource();
+  source.buffer = buffer;
+  source.connect(state.audio.destination);
+  const at = playTime(header.pts_ms);
+  if (at >= state.audio.currentTime) source.start(at);
+  state.lastAudioEnd = at + pcm.length / state.outRate;
+  $("buffered").textContent = `${Math.round((state.lastAudioEnd - state.audio.currentTime) * 1000)} ms`;
+}
+
+function onMessage(message) {
+  switch (message.type) {
+    case "session.started":
+      state.started = message;
+      state.outRate = message.audio_out_rate;
+      $("status").textContent = `live: ${message.session_id}`;
+      $("status").dataset.state = "live";
+      setLive(true);
+      log(`session started (${message.width}x${message.height} at ${message.fps} fps)`);
+      break;
+    case "metrics":
+      $("fps").textContent = message.fps.toFixed(1);
+      $("ontime").textContent = `${(message.on_time * 100).toFixed(1)} %`;
+      $("reaction").textContent = message.reaction_ms_p50 === null
+        ? "-" : `${message.reaction_ms_p50} / ${message.reaction_ms_p95} ms`;
+      break;
+    case "story.state":
+      renderStory(message);
+      log(`story at ${message.node}`);
+      break;
+    case "error":
+      log(`error ${message.code}: ${message.message}`);
+      if (message.fatal) { $("status").textContent = message.message; $("status").dataset.state = "error"; }
+      break;
+    default:
+      log(`${message.type} ${JSON.stringify(message).slice(0, 160)}`);
+  }
+}
+
+function renderStory(story) {
+  const box = $("story");
+  box.replaceChildren();
+  const beat = document.createElement("p");
+  beat.textContent = `Beat: ${story.node}`;
+  const choices = document.createElement("div");
+  choices.className = "choices";
+  for (const choice of story.choices) {
+    const button = document.createElement("button");
+    button.textContent = choice.label || choice.id;
+    button.onclick = () => send({ type: "story.choose", choice: choice.id });
+    choices.append(button);
+  }
+  const form = document.createElement("form");
+  const input = document.createElement("input");
+  input.placeholder = "Step into the story...";
+  form.append(input);
+  form.onsubmit = (e) => { e.preventDefault(); send({ type: "story.intervene", text: input.value }); input.value = ""; };
+  const history = document.createElement("ol");
+  for (const node of story.history) {
+    const item = document.createElement("li");
+    const label = typeof node === "string" ? node : (node.beat || node.node || JSON.stringify(node));
+    item.textContent = label;
+    if (node.checkpoint) {
+      const rewind = document.createElement("button");
+      rewind.textContent = "rewind here";
+      rewind.onclick = () => send({ type: "story.rewind", checkpoint: node.checkpoint });
+      item.append(" ", rewind);
+    }
+    history.append(item);
+  }
+  box.append(beat, choices, form, history);
+}
+
+async function connect() {
+  if (state.ws) { state.ws.close(); return; }
+  state.audio = state.audio || new AudioContext();
+  await state.audio.resume();
+  const params = new URLSearchParams(location.search);
+  const token = params.get("token");
+  const url = new URL("/v1/session", location.href);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  if (token) url.searchParams.set("token", token);
+  const ws = new WebSocket(url);
+  ws.binaryType = "arraybuffer";
+  state.ws = ws;
+  state.playStart = null;
+  ws.onopen = () => {
+    const start = { type: "session.start" };
+    for (const key of ["character", "plan", "story", "director"]) if (params.get(key)) start[key] = params.get(key);
+    if (params.get("seed")) start.seed = Number(params.get("seed"));
+    send(start);
+    if (params.get("mic") === "1") startMic();
+  };
+  ws.onmessage = (e) => {
+    if (typeof e.data === "string") { onMessage(JSON.parse(e.data)); return; }
+    const { kind, header, payload } = splitMedia(e.data);
+    if (kind === 2) onVideo(header, payload);
+    else if (kind === 3) onAudio(header, payload);
+  };
+  ws.onclose = () => {
+    state.ws = null;
+    setLive(false);
+    if ($("status").dataset.state !== "error") { $("status").textContent = "not connected"; $("status").dataset.state = "idle"; }
+    log("disconnected");
+  };
+}
+
+async function startMic() {
+  if (state.mic) { state.mic.disconnect(); state.mic = null; $("mic").textContent = "Microphone on"; return; }
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true } });
+  await state.audio.audioWorklet.addModule("/static/mic-worklet.js");
+  const source = state.audio.createMediaStreamSource(stream);
+  const node = new AudioWorkletNode(state.audio, "pcm16-at-16k");
+  node.port.onmessage = (e) => {
+    if (!state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+    const frame = new Uint8Array(1 + e.data.byteLength);
+    frame[0] = 1;
+    frame.set(new Uint8Array(e.data), 1);
+    state.ws.send(frame);
+  };
+  source.connect(node);
+  state.mic = node;
+  $("mic").textContent = "Microphone off";
+  log("microphone on");
+}
+
+$("connect").onclick = connect;
+$("mic").onclick = startMic;
+$("interrupt").onclick = () => send({ type: "response.interrupt" });
+for (const button of document.querySelectorAll("#gestures button")) {
+  button.onclick = () => send({ type: "input.gesture", gesture: button.dataset.gesture });
+}
+$("say").onsubmit = (e) => {
+  e.preventDefault();
+  const text = $("text").value.trim();
+  if (text) send({ type: "input.text", text });
+  $("text").value = "";
+};
+if (new URLSearchParams(location.search).get("autostart") === "1") connect();

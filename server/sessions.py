@@ -1,0 +1,160 @@
+"""Building sessions: the parts every session shares (models, loaded once) and the parts each owns.
+
+Shared: the generator's weights, the voice, YAMNet, Whisper and the Director's settings. Per session: its
+event bus and ids, its ears, its minds (realizer with reflexes, script or Director), its generator
+session (cache, seed, chunk counter) and its speech player, all wired into one ``Conductor``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from agent.director_config import ConfigError, DirectorConfig, choose_mind, load_config
+from agent.minds import Minds
+from agent.reflex import ReflexConfig
+from agent.script import ScriptError, load_script, script_from_builtins
+from agent.story.format import StoryError, load_story
+from agent.story.player import StoryPlayer
+from agent.story.store import CheckpointStore
+from events.bus import EventBus
+from events.ears import Ears, EarsConfig, EarsService
+from events.gestures import KNOWN_GESTURES
+from events.hearing import Hearing
+from events.sound_classes import DEFAULT_THRESHOLDS
+from events.stamp import Stamper
+from server import protocol as p
+from server.conductor import Conductor, ConductorConfig
+from server.speech import SpeechPlayer
+from server.voice import Voice
+from streaming_model.manifest import build_manifest
+from streaming_model.runtime import Generator
+from streaming_model.world.palette import NUM_IDENTITIES
+from tools.character import build_toolbox
+from tools.story import register_story_tools
+
+CHARACTERS: tuple[str, ...] = ("fox", "blue", "green", "magenta", "violet", "yellow")[:NUM_IDENTITIES]
+DEFAULT_PLAN = "greeter"
+
+
+class SessionDefaults(msgspec.Struct, frozen=True, kw_only=True):
+    """What a session gets when its ``session.start`` does not say."""
+
+    character: str = "fox"
+    plan: str = DEFAULT_PLAN
+    director: str = "auto"
+    steps: int = 2
+
+
+class SessionFactory:
+    """Makes conductors for ``session.start`` messages; holds the models all sessions share."""
+
+    def __init__(
+        self,
+        generator: Generator,
+        voice: Voice | None = None,
+        hearing: Hearing | None = None,
+        director: DirectorConfig | None = None,
+        defaults: SessionDefaults | None = None,
+        conductor: ConductorConfig | None = None,
+        ears: EarsConfig | None = None,
+        story_db: str = ":memory:",
+    ) -> None:
+        self.generator = generator
+        self.voice = voice or Voice()
+        self.hearing = hearing or Hearing()
+        self.director = director if director is not None else load_config()
+        self.defaults = defaults or SessionDefaults()
+        self.conductor = conductor or ConductorConfig()
+        self.ears = ears or EarsConfig()
+        self.manifest = build_manifest()
+        self.story_db = story_db
+        self._store: CheckpointStore | None = None
+
+    def started_message(self, session_id: str) -> p.SessionStarted:
+        """``session.started`` for a session (the resume token is filled in by the server)."""
+        return p.SessionStarted(
+            session_id=session_id,
+            resume_token="",
+            protocol=p.PROTOCOL_VERSION,
+            width=self.manifest.frame_size,
+            height=self.manifest.frame_size,
+            fps=self.manifest.fps,
+            chunk_frames=self.manifest.frames_per_chunk,
+            audio_in_rate=p.AUDIO_IN_RATE,
+            audio_out_rate=self.voice.rate,
+            capabilities=p.Capabilities(
+                actions=[a.name for a in self.manifest.actions],
+                emotions=list(self.manifest.emotions),
+                gestures=sorted(KNOWN_GESTURES),
+                sounds=sorted(DEFAULT_THRESHOLDS),
+            ),
+        )
+
+    async def create(self, session_id: str, start: p.SessionStart) -> tuple[Conductor, p.SessionStarted]:
+        """A conductor for ``start`` (not started yet); ``ValueError`` names a bad field."""
+        character = start.character or self.defaults.character
+        if character not in CHARACTERS:
+            raise ValueError(f"character: unknown {character!r}; known: {', '.join(CHARACTERS)}")
+        try:
+            # A story's beats are its script: each beat runs its own plan.
+            story = load_story(start.story) if start.story is not None else None
+            plan = (
+                start.plan if start.plan is not None else (None if story is not None else self.defaults.plan)
+            )
+            script = (
+                None
+                if plan is None
+                else load_script(plan, self.manifest)
+                if isinstance(plan, str)
+                else script_from_builtins(plan, self.manifest)
+            )
+            mind = choose_mind(start.director, self.director)  # type: ignore[arg-type]
+        except (ScriptError, StoryError, ConfigError, OSError) as exc:
+            raise ValueError(str(exc)) from None
+        seed = start.seed if start.seed is not None else int.from_bytes(session_id.encode()[:4], "big")
+        stamper = Stamper(session_id)
+        bus = EventBus()
+        tools = build_toolbox(self.manifest, tuple(script.places) if script is not None else ())
+        minds = Minds.build(
+            bus=bus,
+            session=session_id,
+            mind=mind,
+            manifest=self.manifest,
+            config=self.director,
+            script=script,
+            tools=tools,
+            reflexes=ReflexConfig(),
+            voice="server",
+        )
+        ears = EarsService(Ears(stamper, self.ears, self.hearing.listeners(stamper)), bus)
+        model = self.generator.open_session(
+            identity=CHARACTERS.index(character), seed=seed, steps=self.defaults.steps
+        )
+        conductor = Conductor(
+            session_id=session_id,
+            model=model,
+            minds=minds,
+            bus=bus,
+            ears=ears,
+            player=SpeechPlayer(self.voice, minds.realizer),
+            stamper=stamper,
+            config=self.conductor,
+        )
+        if story is not None:
+            if self._store is None:
+                self._store = await CheckpointStore.open(self.story_db)
+            try:
+                conductor.story = await StoryPlayer.begin(
+                    story,
+                    minds.realizer,
+                    session=session_id,
+                    store=self._store,
+                    director=minds.director,
+                    bus=bus,
+                    seed=seed,
+                )
+            except StoryError as exc:
+                raise ValueError(str(exc)) from None
+            if minds.director is not None:
+                register_story_tools(tools, conductor.story)
+        return conductor, self.started_message(session_id)

@@ -1,0 +1,123 @@
+"""The character's speech in a live session: synthesis, per-frame audio slices, the mouth, interruption.
+
+The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). The player synthesises the
+first sentence at once, so the chunk the speech starts in already has the real loudness envelope for the
+mouth, and the rest in the background (Piper runs about 20x faster than real time, so it stays ahead).
+It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
+interruption the words that were actually played (``heard_text``); the realizer publishes them as
+``character.speech`` events, which the Director's memory and the client both read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent.realizer import Realizer, SpeechCue
+from server.media import CHUNK_FRAMES, FPS
+from server.voice import Utterance, Voice
+
+
+@dataclass
+class _Speaking:
+    cue: SpeechCue
+    start_frame: int
+    utterance: Utterance
+    sentences_left: list[str]
+    done: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class SpeechPlayer:
+    """Plays one voice at a time for one session, on the session's global frame counter."""
+
+    def __init__(self, voice: Voice, realizer: Realizer) -> None:
+        self.voice = voice
+        self.realizer = realizer
+        self.per_frame = voice.rate // FPS
+        self._now: _Speaking | None = None
+
+    @property
+    def speaking(self) -> bool:
+        return self._now is not None
+
+    async def start(self, cue: SpeechCue, start_frame: int) -> None:
+        """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing."""
+        if self._now is not None:
+            self.interrupt(start_frame)
+        sentences = self.voice.sentences(cue.text)
+        if not sentences:
+            self.realizer.speech_ended(cue.speech_id)
+            return
+        first = await asyncio.to_thread(self.voice.synthesize, sentences[0])
+        now = _Speaking(cue, start_frame, first, sentences[1:])
+        self._now = now
+        self._report_audio(now, estimate=True)
+        if now.sentences_left:
+            now.task = asyncio.create_task(self._synthesize_rest(now))
+        else:
+            now.done = True
+
+    async def _synthesize_rest(self, now: _Speaking) -> None:
+        while now.sentences_left and self._now is now:
+            part = await asyncio.to_thread(self.voice.synthesize, now.sentences_left.pop(0))
+            now.utterance = now.utterance.then(part)
+            self._report_audio(now, estimate=bool(now.sentences_left))
+        now.done = True
+
+    def _report_audio(self, now: _Speaking, estimate: bool) -> None:
+        utterance = now.utterance
+        duration = utterance.duration_ms / 1000.0
+        if estimate and now.sentences_left:
+            # Until every sentence is synthesised, guess the rest's length from its share of the text.
+            said = max(1, len(utterance.text))
+            duration *= (said + sum(len(s) + 1 for s in now.sentences_left)) / said
+        self.realizer.speech_audio(now.cue.speech_id, utterance.frame_envelope(FPS).tolist())
+        self.realizer.speech_started(now.cue.speech_id, duration)
+
+    def slice(self, frame: int) -> np.ndarray:
+        """The character's audio for global frame ``frame`` (silence when not speaking); ends speech."""
+        out = np.zeros(self.per_frame, dtype=np.float32)
+        now = self._now
+        if now is None or frame < now.start_frame:
+            return out
+        a = (frame - now.start_frame) * self.per_frame
+        samples = now.utterance.samples[a : a + self.per_frame]
+        out[: samples.size] = samples
+        if now.done and a + self.per_frame >= now.utterance.samples.size:
+            self._now = None
+            self.realizer.speech_ended(now.cue.speech_id)
+        return out
+
+    def envelope(self, chunk: int) -> tuple[float, ...] | None:
+        """The real mouth envelope of ``chunk``'s frames while speaking, else None."""
+        now = self._now
+        if now is None:
+            return None
+        env = now.utterance.frame_envelope(FPS)
+        first = chunk * CHUNK_FRAMES - now.start_frame
+        return tuple(float(env[f]) if 0 <= f < env.size else 0.0 for f in range(first, first + CHUNK_FRAMES))
+
+    def interrupt(self, frame: int, speech_id: str | None = None) -> str | None:
+        """Cut the voice at global frame ``frame`` (only ``speech_id``, if given); returns what was heard."""
+        now = self._now
+        if now is None or (speech_id is not None and now.cue.speech_id != speech_id):
+            return None
+        self._now = None
+        if now.task is not None:
+            now.task.cancel()
+        played = max(0, frame - now.start_frame) * self.per_frame
+        heard = now.utterance.heard_text(played)
+        self.realizer.speech_interrupted(now.cue.speech_id, heard, played / self.voice.rate)
+        return heard
+
+    async def close(self) -> None:
+        now = self._now
+        self._now = None
+        if now is not None and now.task is not None:
+            now.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await now.task

@@ -1,0 +1,30 @@
+"""A real onstage server on loopback, with the shipped models, shared by the server tests of a module."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+
+from events.hearing import Hearing
+from server.app import OnstageServer
+from server.limits import Limits
+from server.sessions import SessionFactory
+from streaming_model.runtime import Generator
+
+
+@pytest.fixture(scope="session")
+def factory() -> SessionFactory:
+    return SessionFactory(Generator.load(), hearing=Hearing())
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def server(factory: SessionFactory):
+    srv = OnstageServer(factory, Limits(max_sessions=3, resume_grace_s=1.0))
+    await srv.start("127.0.0.1", 0)
+    yield srv
+    await srv.close()
+
+
+@pytest.fixture
+def url(server: OnstageServer) -> str:
+    return f"ws://127.0.0.1:{server.port}/v1/session"

@@ -1,0 +1,185 @@
+"""The live server over a real WebSocket on loopback: every rule of PROTOCOL.md, sessions end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import urllib.request
+
+import pytest
+import websockets
+
+from server.app import OnstageServer
+from server.auth import make_token
+from server.client import SessionClient
+from server.limits import Limits
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def http_get(server: OnstageServer, path: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as r:
+            return r.status, r.headers["Content-Type"], r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read()
+
+
+async def test_the_same_port_serves_the_page_health_and_metrics(server: OnstageServer) -> None:
+    status, kind, body = await asyncio.to_thread(http_get, server, "/")
+    assert status == 200 and kind.startswith("text/html") and b"<canvas" in body
+    status, kind, body = await asyncio.to_thread(http_get, server, "/static/app.js")
+    assert status == 200 and b"session.start" in body
+    status, _, body = await asyncio.to_thread(http_get, server, "/healthz")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    status, kind, body = await asyncio.to_thread(http_get, server, "/metrics")
+    assert status == 200 and kind.startswith("text/plain") and b"onstage_sessions " in body
+    assert (await asyncio.to_thread(http_get, server, "/static/../app.py"))[0] == 404
+
+
+async def test_a_session_streams_frames_and_audio_on_the_media_clock(url: str) -> None:
+    async with SessionClient(url) as client:
+        started = await client.start(seed=3)
+        assert started["protocol"] == 1 and started["fps"] == 24 and started["chunk_frames"] == 4
+        assert started["audio_in_rate"] == 16000 and started["audio_out_rate"] == 24000
+        assert "wave" in started["capabilities"]["actions"]
+        await client.wait_frame(lambda f: f.header["chunk"] >= 8, timeout=20)
+        frames = client.received.video
+        assert [f.header["seq"] for f in frames] == sorted(f.header["seq"] for f in frames)
+        for a, b in itertools.pairwise(frames):
+            assert b.header["pts_ms"] == pytest.approx(a.header["pts_ms"] + 1000 / 24, abs=0.01)
+        assert frames[0].jpeg[:2] == b"\xff\xd8"
+        assert all(a.header["samples"] == 1000 and len(a.pcm) == 2000 for a in client.received.audio)
+        # Sent at presentation time, not in bursts ahead of it: 8 chunks take about 8 x 166.7 ms to arrive.
+        span = frames[32].t - frames[0].t
+        assert span > 32 / 24 * 0.6
+
+
+async def test_the_first_message_must_be_session_start(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.send({"type": "ping", "ref": "early"})
+        error = await client.wait_type("error")
+        assert (error["code"], error["ref"], error["fatal"]) == ("not_started", "early", False)
+        await client.ws.send(b"\x01\x00\x00")
+        await client.wait_for(lambda m: m.get("code") == "not_started" and "ref" not in m)
+        await client.start()
+
+
+async def test_malformed_messages_get_an_error_and_change_nothing(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start()
+        await client.ws.send("{oops")
+        await client.send({"type": "teleport", "ref": "t"})
+        await client.send({"type": "input.gesture", "gesture": "moonwalk", "ref": "g"})
+        await client.send({"type": "input.text", "ref": "x"})
+        await client.ws.send(b"\x01\x00")  # odd byte count
+        await client.ws.send(b"\x07abc")  # not a client kind
+        await client.send({"type": "input.text", "text": "a" * 70_000, "ref": "big"})
+        await client.wait_for(lambda m: len(client.received.of_type("error")) >= 7)
+        got = [(e["code"], e.get("ref")) for e in client.received.of_type("error")]
+        assert ("bad_json", None) in got and ("unknown_type", "t") in got and ("bad_field", "g") in got
+        assert ("bad_field", "x") in got and ("too_large", "big") in got
+        assert sum(1 for code, _ in got if code == "bad_field") >= 4
+        assert not any(e["fatal"] for e in client.received.of_type("error"))
+        await client.send({"type": "ping", "ref": "still"})
+        assert (await client.wait_type("pong"))["ref"] == "still"
+
+
+async def test_a_message_over_one_mib_closes_the_connection_with_1009(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start()
+        await client.ws.send("x" * (1024 * 1024 + 10))
+        await asyncio.wait_for(client._reader, 10)
+        assert client.ws.close_code == 1009
+
+
+async def test_a_flood_of_messages_is_rate_limited_without_closing(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start()
+        for i in range(300):
+            await client.send({"type": "ping", "ref": str(i)})
+        await client.wait_type("error", code="rate_limited")
+        await asyncio.sleep(2.5)
+        await client.send({"type": "ping", "ref": "after"})
+        assert (await client.wait_type("pong", ref="after"))["ref"] == "after"
+
+
+async def test_a_gesture_is_accepted_and_a_later_frame_reflects_it(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start(seed=5)
+        await client.wait_frame(lambda f: f.header["chunk"] >= 2)
+        sent = await client.send({"type": "input.gesture", "gesture": "wave", "ref": "w"})
+        accepted = await client.wait_type("input.accepted", ref="w")
+        assert accepted["kind"] == "gesture"
+        frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
+        assert frame.header["frame"] == 0 and frame.t > sent
+
+
+async def test_resume_continues_the_same_session_from_the_current_chunk(url: str) -> None:
+    async with SessionClient(url) as first:
+        started = await first.start(seed=9)
+        await first.wait_frame(lambda f: f.header["chunk"] >= 3)
+    async with SessionClient(url) as bad:
+        await bad.send(
+            {"type": "session.start", "resume": {"session_id": started["session_id"], "resume_token": "no"}}
+        )
+        assert (await bad.wait_type("error"))["code"] == "resume_failed"
+    async with SessionClient(url) as again:
+        resume = {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+        back = await again.start(resume=resume)
+        assert back["session_id"] == started["session_id"]
+        frame = await again.wait_frame(lambda f: True)
+        assert frame.header["chunk"] >= 3  # the same session goes on: its chunks do not start again at 0
+
+
+async def test_a_dropped_session_is_freed_after_the_grace_period(server: OnstageServer, url: str) -> None:
+    async with SessionClient(url) as client:
+        started = await client.start()
+    assert started["session_id"] in server.sessions
+    await asyncio.sleep(1.5)
+    assert started["session_id"] not in server.sessions
+
+
+async def test_two_sessions_run_side_by_side_and_bad_input_in_one_leaves_the_other_alone(url: str) -> None:
+    async with SessionClient(url) as a, SessionClient(url) as b:
+        await a.start(seed=1)
+        await b.start(seed=2)
+        before = len(b.received.video)
+        for _ in range(20):
+            await a.ws.send("{broken")
+        await a.wait_for(lambda m: len(a.received.of_type("error")) >= 20)
+        await b.wait_frame(lambda f: f.header["chunk"] >= 6)
+        assert len(b.received.video) > before and not b.received.of_type("error")
+
+
+async def test_the_server_refuses_a_session_beyond_its_capacity(factory) -> None:
+    srv = OnstageServer(factory, Limits(max_sessions=1))
+    await srv.start("127.0.0.1", 0)
+    try:
+        url = f"ws://127.0.0.1:{srv.port}/v1/session"
+        async with SessionClient(url) as a, SessionClient(url) as b:
+            await a.start()
+            with pytest.raises(RuntimeError, match="capacity"):
+                await b.start()
+            assert b.received.of_type("error")[0]["fatal"] is True
+    finally:
+        await srv.close()
+
+
+async def test_with_a_token_secret_a_client_needs_a_valid_token(factory) -> None:
+    srv = OnstageServer(factory, Limits(max_sessions=2), token_secret="s3cret")
+    await srv.start("127.0.0.1", 0)
+    try:
+        url = f"ws://127.0.0.1:{srv.port}/v1/session"
+        for token in (None, "123.abc", make_token("other", 60), make_token("s3cret", -10)):
+            with pytest.raises(websockets.InvalidStatus) as err:
+                async with SessionClient(url, token=token):
+                    pass
+            assert err.value.response.status_code == 401
+        async with SessionClient(url, token=make_token("s3cret", 60)) as client:
+            await client.start()
+        async with SessionClient(f"{url}?token={make_token('s3cret', 60)}") as client:
+            await client.start()
+    finally:
+        await srv.close()

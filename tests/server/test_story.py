@@ -1,0 +1,81 @@
+"""Story control through the protocol: choose, intervene, rewind; the picture continues exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.client import SessionClient
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def states(client: SessionClient) -> list[dict]:
+    return client.received.of_type("story.state")
+
+
+async def test_a_playthrough_choose_intervene_rewind_and_choose_differently(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start(story="garden_gate", seed=11, director="script")
+        first = await client.wait_type("story.state", node="gate")
+        assert {c["id"] for c in first["choices"]} == {"wave", "sneak"}
+        start_checkpoint = first["checkpoint"]
+
+        await client.send({"type": "story.choose", "choice": "wave", "ref": "c1"})
+        assert (await client.wait_type("input.accepted", ref="c1"))["kind"] == "story"
+        porch = await client.wait_type("story.state", node="porch")
+        assert [n["beat"] for n in porch["history"]][:2] == ["gate", "porch"]
+
+        await client.send(
+            {"type": "story.intervene", "text": "I will help you search for the key", "ref": "i1"}
+        )
+        await client.wait_type("story.state", node="shed")
+
+        await client.send({"type": "story.rewind", "checkpoint": start_checkpoint, "ref": "r1"})
+        back = await client.wait_for(
+            lambda m: m.get("type") == "story.state" and m["node"] == "gate" and len(states(client)) > 3
+        )
+        assert back["checkpoint"] == start_checkpoint
+
+        await client.send({"type": "story.choose", "choice": "sneak", "ref": "c2"})
+        shed = await client.wait_for(
+            lambda m: m.get("type") == "story.state" and m["node"] == "shed" and len(states(client)) > 4
+        )
+        beats = [n["beat"] for n in shed["history"]]
+        assert (
+            beats.count("gate") >= 1 and "porch" in beats and beats.count("shed") == 2
+        )  # both timelines kept
+
+
+async def test_after_a_rewind_the_first_chunk_repeats_the_one_first_generated_there(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start(story="garden_gate", seed=5, director="script")
+        first = await client.wait_type("story.state", node="gate")
+        await client.wait_frame(lambda f: f.header["chunk"] >= 4)
+        await client.send({"type": "story.rewind", "checkpoint": first["checkpoint"]})
+        # The generator goes back to its first chunk while the media clock goes on.
+        again = await client.wait_frame(lambda f: f.header["chunk"] > 0 and f.header["gen_chunk"] == 0, 15)
+        original = [f for f in client.received.video if f.header["chunk"] == 0]
+        await client.wait_frame(lambda f: f.header["chunk"] > again.header["chunk"])
+        repeat = [f for f in client.received.video if f.header["chunk"] == again.header["chunk"]]
+        assert [f.jpeg for f in repeat] == [f.jpeg for f in original]
+        assert again.header["pts_ms"] > original[-1].header["pts_ms"]
+
+
+async def test_bad_story_requests_get_clear_errors(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start(story="garden_gate", director="script")
+        await client.wait_type("story.state")
+        await client.send({"type": "story.choose", "choice": "fly", "ref": "a"})
+        assert "fly" in (await client.wait_type("error", ref="a"))["message"]
+        await client.send({"type": "story.rewind", "checkpoint": "nope", "ref": "b"})
+        assert (await client.wait_type("error", ref="b"))["code"] == "bad_field"
+        await client.send({"type": "story.intervene", "text": "dance the tango", "ref": "c"})
+        error = await client.wait_type("error", ref="c")
+        assert "wave" in error["message"] and not error["fatal"]
+    async with SessionClient(url) as client:
+        await client.send({"type": "session.start", "story": "../etc/passwd", "ref": "s"})
+        assert (await client.wait_type("error", ref="s"))["code"] == "bad_field"
+    async with SessionClient(url) as client:
+        await client.start()
+        await client.send({"type": "story.choose", "choice": "wave", "ref": "n"})
+        assert "no story" in (await client.wait_type("error", ref="n"))["message"]
