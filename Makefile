@@ -9,7 +9,7 @@ setup:
 	@scripts/setup
 
 run: setup
-	.venv/bin/onstage listen --demo
+	.venv/bin/onstage serve
 
 lint: setup
 	.venv/bin/ruff check .

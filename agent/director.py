@@ -143,6 +143,8 @@ class Director:
         self._lines: list[str] = []
         self._heard: list[tuple[str, str]] = []
         self._server_transcript: list[str] = []
+        self._late_turn = False
+        """A turn ended before its transcript came: the next server transcript is that turn's words."""
         self._cause: str | None = None
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -294,8 +296,11 @@ class Director:
             if text and line not in self._lines:  # a client's final transcript may have said it already
                 self._lines.append(line)
                 trigger = True
+            # A slow transcriber may finish after the turn ended: its transcript then answers this turn.
+            self._late_turn = not text
         elif isinstance(event, Transcript) and event.final:
-            if event.source == "client":
+            if event.source == "client" or self._late_turn:
+                self._late_turn = False
                 self._lines.append(f"The user said: {json.dumps(event.text.strip())}")
                 trigger = True
             else:

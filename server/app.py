@@ -217,8 +217,18 @@ class OnstageServer:
         started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=msg.ref)
         await outbox.put(p.encode_server(started), droppable=False)
         live.outbox = outbox
+        conductor.on_fatal = lambda error: self._fail(live, error)
         await conductor.start(outbox.put)
         return live
+
+    async def _fail(self, live: LiveSession, error: p.Error) -> None:
+        """A session broke inside: the client gets the fatal error and the connection closes."""
+        outbox = live.outbox
+        await self._end(live)
+        if outbox is not None:
+            await outbox.put(p.encode_server(error), droppable=False)
+            await outbox.close()
+            await outbox.ws.close(1011, "session failed")
 
     async def _resume(self, msg: p.SessionStart, outbox: Outbox) -> LiveSession:
         assert msg.resume is not None

@@ -141,6 +141,8 @@ class Conductor:
         )
         self.story: StoryPlayer | None = None
         self._story_moved = False
+        self.on_fatal: Callable[[p.Error], Awaitable[None]] | None = None
+        """Set by the server: called once if a task the session needs fails."""
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -199,8 +201,15 @@ class Conductor:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=task.exception())
+        if task.cancelled() or task.exception() is None or self._closed:
+            return
+        log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=task.exception())
+        if self.on_fatal is not None:
+            # The session cannot go on without this task: tell the client, then let the server end it.
+            error = p.Error(
+                code=p.ErrorCode.INTERNAL, message=f"the session failed ({task.get_name()})", fatal=True
+            )
+            asyncio.get_running_loop().create_task(self.on_fatal(error))
 
     # ------------------------------------------------------------------------------ input
 

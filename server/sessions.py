@@ -22,6 +22,7 @@ from events.gestures import KNOWN_GESTURES
 from events.hearing import Hearing
 from events.sound_classes import DEFAULT_THRESHOLDS
 from events.stamp import Stamper
+from events.turn import TurnConfig
 from server import protocol as p
 from server.conductor import Conductor, ConductorConfig
 from server.speech import SpeechPlayer
@@ -65,7 +66,8 @@ class SessionFactory:
         self.director = director if director is not None else load_config()
         self.defaults = defaults or SessionDefaults()
         self.conductor = conductor or ConductorConfig()
-        self.ears = ears or EarsConfig()
+        # With a transcriber running, a turn waits a little for its last words before it ends.
+        self.ears = ears or EarsConfig(turn=TurnConfig(transcript_wait_ms=800.0))
         self.manifest = build_manifest()
         self.story_db = story_db
         self._store: CheckpointStore | None = None

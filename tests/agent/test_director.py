@@ -123,6 +123,14 @@ async def test_a_spoken_question_becomes_say_and_perform_blocks_in_the_realizer(
     assert [r["ok"] for r in tool_messages(stage.llm.requests[1])] == [True, True]
 
 
+async def test_a_transcript_that_comes_after_its_turn_ended_still_reaches_the_director(stage: Stage) -> None:
+    stage.llm.enqueue(Reply(text=""))
+    await stage.bus.publish(stage.stamp(EndOfTurn, audio_ms=1500.0, silence_ms=700.0))
+    await stage.bus.publish(stage.stamp(Transcript, text="Where is the window?", final=True, audio_ms=1500.0))
+    await stage.settle()
+    assert stage.llm.requests[0]["messages"][-1]["content"] == 'The user said: "Where is the window?"'
+
+
 async def test_the_tool_loop_runs_until_the_llm_stops_calling_tools(stage: Stage) -> None:
     stage.llm.enqueue(
         Reply(tool_calls=[Call("remember", {"fact": "The user's name is Ada."})]),

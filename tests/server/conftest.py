@@ -5,16 +5,9 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from events.hearing import Hearing
 from server.app import OnstageServer
 from server.limits import Limits
 from server.sessions import SessionFactory
-from streaming_model.runtime import Generator
-
-
-@pytest.fixture(scope="session")
-def factory() -> SessionFactory:
-    return SessionFactory(Generator.load(), hearing=Hearing())
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

@@ -1,0 +1,90 @@
+"""A whole session with an LLM Director: real server, real WebSocket, real listeners, a real local
+chat-completions endpoint. The user speaks (Piper audio), the server hears and transcribes it, the
+Director answers with streamed tool calls, and the character's voice and actions come back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from agent.director_config import DirectorConfig
+from server.app import OnstageServer
+from server.client import SessionClient
+from server.demo_audio import noise, speech
+from server.limits import Limits
+from server.media import pcm16
+from server.sessions import SessionFactory
+from tests.support.llm_server import Call, LLMServer, Reply
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def llm():
+    async with LLMServer() as server:
+        yield server
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def url(llm: LLMServer, factory: SessionFactory):
+    director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
+    factory = SessionFactory(factory.generator, factory.voice, factory.hearing, director=director)
+    srv = OnstageServer(factory, Limits(max_sessions=2))
+    await srv.start("127.0.0.1", 0)
+    yield f"ws://127.0.0.1:{srv.port}/v1/session"
+    await srv.close()
+
+
+async def stream(client: SessionClient, audio: np.ndarray, frame_s: float = 0.02) -> None:
+    """Send 16 kHz audio in real time, 20 ms a frame, as a microphone would."""
+    step = round(16_000 * frame_s)
+    for start in range(0, audio.size, step):
+        await client.send_audio(pcm16(audio[start : start + step]))
+        await asyncio.sleep(frame_s)
+
+
+def loud(client: SessionClient, after_pts: float) -> float:
+    """Peak level of the character's audio sent after ``after_pts`` ms."""
+    chunks = [np.frombuffer(a.pcm, "<i2") for a in client.received.audio if a.header["pts_ms"] > after_pts]
+    return float(np.abs(np.concatenate(chunks)).max()) / 32768 if chunks else 0.0
+
+
+async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, llm: LLMServer) -> None:
+    llm.enqueue(
+        Reply(tool_calls=[Call("say", {"text": "My name is Pip. Nice to meet you!"}), Call("perform", {"action": "wave"})]),
+        Reply(text=""),
+    )
+    async with SessionClient(url) as client:
+        await client.start(director="llm", seed=4)
+        question = np.concatenate([noise(0.5, 0.002), speech("What is your name?", sampling_noise=False), noise(1.5, 0.002)])
+        await stream(client, question)
+        heard = await client.wait_type("input.transcript", timeout=30)
+        assert "name" in heard["text"].lower()
+        request = (await asyncio.wait_for(llm.wait_for_requests(1), 30))[0]
+        assert "what is your name" in request["messages"][-1]["content"].lower()
+        started = await client.wait_type("character.speech", state="started", timeout=30)
+        assert started["text"] == "My name is Pip. Nice to meet you!"
+        await client.wait_type("character.speech", state="ended", timeout=30)
+        assert loud(client, 0.0) > 0.05  # the voice was sent with the frames
+        plans = client.received.of_type("director.plan")
+        assert plans and all(p["epoch"] >= 0 for p in plans)
+
+
+async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(url: str, llm: LLMServer) -> None:
+    llm.enqueue(
+        Reply(tool_calls=[Call("say", {"text": "Once upon a time there was a fox who lived by a very long river, and every day it walked along the water looking for fish."})]),
+        Reply(text=""),
+    )
+    async with SessionClient(url) as client:
+        await client.start(director="llm", seed=6)
+        await client.send({"type": "input.text", "text": "Tell me a long story."})
+        await client.wait_type("character.speech", state="started", timeout=30)
+        await asyncio.sleep(1.5)
+        await stream(client, np.concatenate([speech("Wait, stop!", sampling_noise=False), noise(0.6, 0.002)]))
+        cut = await client.wait_type("character.speech", state="interrupted", timeout=10)
+        said = "Once upon a time there was a fox who lived by a very long river,"
+        assert cut["heard_text"] and said.startswith(cut["heard_text"][: len(said)].rstrip(",")) or cut["heard_text"] in said
+        assert len(cut["heard_text"]) < len(cut["text"])
