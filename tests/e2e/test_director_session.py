@@ -54,12 +54,19 @@ def loud(client: SessionClient, after_pts: float) -> float:
 
 async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, llm: LLMServer) -> None:
     llm.enqueue(
-        Reply(tool_calls=[Call("say", {"text": "My name is Pip. Nice to meet you!"}), Call("perform", {"action": "wave"})]),
+        Reply(
+            tool_calls=[
+                Call("say", {"text": "My name is Pip. Nice to meet you!"}),
+                Call("perform", {"action": "wave"}),
+            ]
+        ),
         Reply(text=""),
     )
     async with SessionClient(url) as client:
         await client.start(director="llm", seed=4)
-        question = np.concatenate([noise(0.5, 0.002), speech("What is your name?", sampling_noise=False), noise(1.5, 0.002)])
+        question = np.concatenate(
+            [noise(0.5, 0.002), speech("What is your name?", sampling_noise=False), noise(1.5, 0.002)]
+        )
         await stream(client, question)
         heard = await client.wait_type("input.transcript", timeout=30)
         assert "name" in heard["text"].lower()
@@ -75,7 +82,16 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
 
 async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(url: str, llm: LLMServer) -> None:
     llm.enqueue(
-        Reply(tool_calls=[Call("say", {"text": "Once upon a time there was a fox who lived by a very long river, and every day it walked along the water looking for fish."})]),
+        Reply(
+            tool_calls=[
+                Call(
+                    "say",
+                    {
+                        "text": "Once upon a time there was a fox who lived by a very long river, and every day it walked along the water looking for fish."
+                    },
+                )
+            ]
+        ),
         Reply(text=""),
     )
     async with SessionClient(url) as client:
@@ -85,6 +101,6 @@ async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(url:
         await asyncio.sleep(1.5)
         await stream(client, np.concatenate([speech("Wait, stop!", sampling_noise=False), noise(0.6, 0.002)]))
         cut = await client.wait_type("character.speech", state="interrupted", timeout=10)
-        said = "Once upon a time there was a fox who lived by a very long river,"
-        assert cut["heard_text"] and said.startswith(cut["heard_text"][: len(said)].rstrip(",")) or cut["heard_text"] in said
+        # What was heard is the words played before the cut: a start of the text, not all of it.
+        assert cut["heard_text"] and cut["text"].startswith(cut["heard_text"])
         assert len(cut["heard_text"]) < len(cut["text"])
