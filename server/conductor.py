@@ -333,16 +333,14 @@ class Conductor:
             self._k += 1
             self._m += 1
 
-    async def _decide(self, k: int, m: int) -> ChunkOutput:
+    def _decide(self, k: int, m: int) -> ChunkOutput:
         """The realizer's decision for chunk k (media chunk m), with speech started and the real mouth
         envelope in it."""
         out = self.minds.tick(k)
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame + 1, speech_id)
         for cue in out.speech_start:
-            await self.player.start(cue, m * CHUNK_FRAMES)
-        if out.speech_start:
-            out = self.minds.tick(k)  # again, now that the voice reported its real envelope
+            self.player.start(cue, m * CHUNK_FRAMES)
         envelope = self.player.envelope(m)
         if envelope is not None:
             out = msgspec.structs.replace(
@@ -354,7 +352,7 @@ class Conductor:
         loop = asyncio.get_running_loop()
         send_at = self._t0 + m * CHUNK_S
         self._drain_urgent()  # what arrived since the last chunk is already in this decision
-        out = await self._decide(k, m)
+        out = self._decide(k, m)
         reflects = set(out.reflects) | self._carry
         self._carry = set()
         started = loop.time()
@@ -413,7 +411,7 @@ class Conductor:
             if not self.config.redirect or send_at - loop.time() < typical * self.config.redirect_margin:
                 continue  # too late for this chunk: the event lands in the next one
             await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
-            out = await self._decide(k, m)
+            out = self._decide(k, m)
             if out.condition != cond:
                 return out
 

