@@ -183,3 +183,18 @@ async def test_with_a_token_secret_a_client_needs_a_valid_token(factory) -> None
             await client.start()
     finally:
         await srv.close()
+
+
+async def test_the_same_seed_and_no_input_give_the_same_frames_byte_for_byte(url: str) -> None:
+    runs = []
+    for _ in range(2):
+        async with SessionClient(url) as client:
+            await client.start(seed=21)
+            await client.wait_frame(lambda f: f.header["chunk"] >= 6, timeout=20)
+            runs.append([f.jpeg for f in client.received.video if f.header["chunk"] < 6])
+    assert len(runs[0]) == len(runs[1]) == 24
+    assert runs[0] == runs[1]
+    async with SessionClient(url) as other:
+        await other.start(seed=22)
+        await other.wait_frame(lambda f: f.header["chunk"] >= 6, timeout=20)
+        assert [f.jpeg for f in other.received.video if f.header["chunk"] < 6] != runs[0]
