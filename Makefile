@@ -16,8 +16,13 @@ lint: setup
 	.venv/bin/ruff format --check .
 
 test: lint
+	@scripts/setup-browser
 	$(PY) -m pytest
 
+# One at a time, on a quiet machine: each prints a markdown table for BENCHMARKS.md.
 bench: setup
 	$(PY) benchmarks/bus.py
 	$(PY) benchmarks/listeners.py
+	$(PY) benchmarks/generator.py
+	$(PY) benchmarks/director.py
+	$(PY) benchmarks/reaction.py

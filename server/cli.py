@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--secret", help="the server's token secret (or ONSTAGE_TOKEN_SECRET)")
     token.add_argument("--ttl", type=float, default=3600.0, help="seconds the token stays valid")
     token.set_defaults(run=_token)
+
+    from server import client_cli
+
+    client = sub.add_parser("client", help="stream a WAV and timed inputs to a server; save the call")
+    client_cli.add_arguments(client)
+    client.set_defaults(run=client_cli.run)
     return parser
 
 

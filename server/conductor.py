@@ -333,18 +333,23 @@ class Conductor:
             self._k += 1
             self._m += 1
 
-    def _decide(self, k: int, m: int) -> ChunkOutput:
-        """The realizer's decision for chunk k (media chunk m), with speech started and the real mouth
-        envelope in it."""
+    async def _decide(self, k: int, m: int) -> ChunkOutput:
+        """The realizer's decision for chunk k (media chunk m), with the voice's real mouth envelope.
+
+        Speech cued in chunk m starts sounding with chunk m+1: synthesis then has a whole chunk to get
+        its first sentence ready, so it never holds up a chunk, and what the mouth does never depends on
+        how fast synthesis happened to be (the same inputs give the same frames).
+        """
         out = self.minds.tick(k)
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame + 1, speech_id)
         for cue in out.speech_start:
-            self.player.start(cue, m * CHUNK_FRAMES)
-        envelope = self.player.envelope(m)
+            self.player.start(cue, (m + 1) * CHUNK_FRAMES)
+        envelope = await self.player.envelope(m)
         if envelope is not None:
+            speaking = self.player.sounding(m)
             out = msgspec.structs.replace(
-                out, condition=msgspec.structs.replace(out.condition, speaking=True, audio=envelope)
+                out, condition=msgspec.structs.replace(out.condition, speaking=speaking, audio=envelope)
             )
         return out
 
@@ -352,7 +357,7 @@ class Conductor:
         loop = asyncio.get_running_loop()
         send_at = self._t0 + m * CHUNK_S
         self._drain_urgent()  # what arrived since the last chunk is already in this decision
-        out = self._decide(k, m)
+        out = await self._decide(k, m)
         reflects = set(out.reflects) | self._carry
         self._carry = set()
         started = loop.time()
@@ -402,8 +407,8 @@ class Conductor:
             finally:
                 if not waiter.done():
                     waiter.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await waiter
+                    # wait() rather than awaiting the waiter: its CancelledError must not swallow ours.
+                    await asyncio.wait({waiter})
             if waiter not in done:
                 return None
             self._on_urgent(waiter.result())
@@ -411,7 +416,7 @@ class Conductor:
             if not self.config.redirect or send_at - loop.time() < typical * self.config.redirect_margin:
                 continue  # too late for this chunk: the event lands in the next one
             await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
-            out = self._decide(k, m)
+            out = await self._decide(k, m)
             if out.condition != cond:
                 return out
 

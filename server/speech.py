@@ -2,8 +2,7 @@
 
 The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). The player synthesises it
 sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
-playback); the mouth follows the real loudness envelope from the first chunk generated after the first
-sentence is ready.
+playback), and the mouth of every chunk follows the voice's real loudness envelope.
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
 interruption the words that were actually played (``heard_text``); the realizer publishes them as
 ``character.speech`` events, which the Director's memory and the client both read.
@@ -30,6 +29,8 @@ class _Speaking:
     sentences_left: list[str]
     done: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    progress: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    """Set whenever a sentence is ready, synthesis ends, or the speech is cut."""
 
 
 class SpeechPlayer:
@@ -48,10 +49,9 @@ class SpeechPlayer:
     def start(self, cue: SpeechCue, start_frame: int) -> None:
         """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing.
 
-        Synthesis runs in the background and never holds up the chunk being decided: its first
-        sentence is ready well before the chunk is sent (a chunk ahead), and until then the realizer's
-        own estimate shapes the mouth. Should the voice still be late at send time, it starts with the
-        first frame it is ready for instead of losing its beginning.
+        Synthesis runs in the background; the conductor starts the voice a chunk after its cue, so the
+        first sentence is ready long before its frames are decided or sent. Should the voice still be
+        late at send time, it starts with the first frame it is ready for instead of losing its beginning.
         """
         if self._now is not None:
             self.interrupt(start_frame)
@@ -64,13 +64,17 @@ class SpeechPlayer:
         now.task = asyncio.create_task(self._synthesize(now))
 
     async def _synthesize(self, now: _Speaking) -> None:
-        while now.sentences_left and self._now is now:
-            part = await asyncio.to_thread(self.voice.synthesize, now.sentences_left.pop(0))
-            if self._now is not now:
-                return
-            now.utterance = part if now.utterance is None else now.utterance.then(part)
-            self._report_audio(now, estimate=bool(now.sentences_left))
-        now.done = True
+        try:
+            while now.sentences_left and self._now is now:
+                part = await asyncio.to_thread(self.voice.synthesize, now.sentences_left.pop(0))
+                if self._now is not now:
+                    return
+                now.utterance = part if now.utterance is None else now.utterance.then(part)
+                self._report_audio(now, estimate=bool(now.sentences_left))
+                now.progress.set()
+        finally:
+            now.done = True
+            now.progress.set()
 
     def _report_audio(self, now: _Speaking, estimate: bool) -> None:
         utterance = now.utterance
@@ -100,14 +104,37 @@ class SpeechPlayer:
             self.realizer.speech_ended(now.cue.speech_id)
         return out
 
-    def envelope(self, chunk: int) -> tuple[float, ...] | None:
-        """The real mouth envelope of ``chunk``'s frames while speaking, else None."""
+    async def envelope(self, chunk: int) -> tuple[float, ...] | None:
+        """The mouth envelope of ``chunk``'s frames while a voice is cued or sounding, else None.
+
+        Frames before the voice starts are closed (0). For frames it covers, this waits until synthesis
+        has reached them, so the envelope never depends on how fast synthesis was.
+        """
+        now = self._now
+        if now is None:
+            return None
+        first = chunk * CHUNK_FRAMES - now.start_frame
+        need = (first + CHUNK_FRAMES) * self.per_frame
+        while (
+            self._now is now and not now.done and (now.utterance is None or now.utterance.samples.size < need)
+        ):
+            now.progress.clear()
+            await now.progress.wait()
+        if self._now is not now:
+            return None
+        if now.utterance is None:
+            return (0.0,) * CHUNK_FRAMES
+        env = now.utterance.frame_envelope(FPS)
+        return tuple(float(env[f]) if 0 <= f < env.size else 0.0 for f in range(first, first + CHUNK_FRAMES))
+
+    def sounding(self, chunk: int) -> bool:
+        """Whether the voice sounds during any frame of ``chunk``."""
         now = self._now
         if now is None or now.utterance is None:
-            return None
-        env = now.utterance.frame_envelope(FPS)
+            return False
         first = chunk * CHUNK_FRAMES - now.start_frame
-        return tuple(float(env[f]) if 0 <= f < env.size else 0.0 for f in range(first, first + CHUNK_FRAMES))
+        frames = -(-now.utterance.samples.size // self.per_frame)
+        return first + CHUNK_FRAMES > 0 and first < frames
 
     def interrupt(self, frame: int, speech_id: str | None = None) -> str | None:
         """Cut the voice at global frame ``frame`` (only ``speech_id``, if given); returns what was heard."""
@@ -115,6 +142,7 @@ class SpeechPlayer:
         if now is None or (speech_id is not None and now.cue.speech_id != speech_id):
             return None
         self._now = None
+        now.progress.set()
         if now.task is not None:
             now.task.cancel()
         played = max(0, frame - now.start_frame) * self.per_frame

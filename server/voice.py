@@ -93,11 +93,12 @@ def _piper():
 class Voice:
     """Synthesises utterances at ``rate`` Hz. Thread-safe; call from a worker thread (about 0.05x real time).
 
-    Piper samples its voice with random noise, so each call sounds slightly different, as a person does;
-    ``sampling_noise=False`` makes the same text give the same samples every time (tests, demos).
+    Piper can sample its voice with random noise, so each call sounds slightly different, as a person
+    does. That noise cannot be seeded, and the protocol promises the same frames (the mouth follows the
+    voice) for the same seed and inputs: so by default the same text gives the same samples every time.
     """
 
-    def __init__(self, rate: int = OUTPUT_RATE, sampling_noise: bool = True) -> None:
+    def __init__(self, rate: int = OUTPUT_RATE, sampling_noise: bool = False) -> None:
         self.rate = rate
         self.sampling_noise = sampling_noise
         self._lock = threading.Lock()

@@ -1,0 +1,387 @@
+"""Event-to-reaction latency of a live session, measured at the client over a real WebSocket.
+
+    .venv/bin/python benchmarks/reaction.py                      # a server in this process, ~1 minute
+    .venv/bin/python benchmarks/reaction.py --rounds 10          # more inputs per kind
+    .venv/bin/python benchmarks/reaction.py --url ws://127.0.0.1:8765/v1/session
+    .venv/bin/python benchmarks/reaction.py --minutes 10         # the long run: timing and A/V offset
+
+Reaction: from sending an input to receiving the first video frame whose ``reflects`` names its event.
+For gestures and text the event id comes from ``input.accepted``; for sounds played into the microphone
+(Piper speech, claps, knocks) from ``input.speech_started`` / ``input.sound`` (the first ``onset``), and
+the clock starts when the audio frame holding the sound's first sample was sent. Every input is sent
+right after the last frame of a given chunk arrived, so it lands in the same chunk run after run.
+
+Determinism: one session per input kind whose first input goes in after chunk 24, and one reference
+session with the same seed and no input at all. Frames before the reacting frame must be byte-identical
+to the reference, and the reacting frame must differ. A second reference session shows where runs
+without any input already differ; a verdict past that point is marked inconclusive.
+
+``--minutes N``: one session of N minutes with an input every ``--gap`` chunks (kinds in turn). Reports
+the share of chunks on time (the server's own count, and arrival at the client within one chunk of the
+media clock), the frame rate in 1-second windows (share of windows with >= 23.5 fps), and the offset
+between the character's voice and its mouth (the voice's per-frame loudness cross-correlated with the
+mouth openness that ``streaming_model.probes`` reads from the pixels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from server import demo_audio
+from server.client import Received, SessionClient, VideoFrame
+from server.client_cli import FRAME_S, FRAME_SAMPLES, percentiles
+
+KINDS = ("speech", "clap", "knock", "gesture", "text")
+AUDIO_EVENT = {"speech": "input.speech_started", "clap": "input.sound", "knock": "input.sound"}
+FIRST_CHUNK = 24  # the first input goes in after this chunk (4 s): the greeter plan has said hello by then
+CHUNK_FRAMES = 4
+FPS = 24
+
+
+def sounds() -> dict[str, np.ndarray]:
+    """What each audio kind plays into the microphone, as int16 at 16 kHz."""
+    raw = {
+        "speech": demo_audio.speech("Hello there, can you hear me?", sampling_noise=False),
+        "clap": demo_audio.claps(n=2)[0],
+        "knock": demo_audio.knocks(n=3)[0],
+    }
+    return {k: (np.clip(v, -1.0, 1.0 - 1 / 32768) * 32768.0).astype("<i2") for k, v in raw.items()}
+
+
+class Microphone:
+    """Streams silence in real-time 20 ms frames; ``play`` puts a sound into the stream at the next frame."""
+
+    def __init__(self, client: SessionClient) -> None:
+        self.client = client
+        self.frames_sent = 0
+        self._queue: list[tuple[np.ndarray, asyncio.Future[tuple[float, float]]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Microphone:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def play(self, sound: np.ndarray) -> asyncio.Future[tuple[float, float]]:
+        """Resolves to (send time of the sound's first frame, its position in the sent audio in ms)."""
+        future: asyncio.Future[tuple[float, float]] = asyncio.get_running_loop().create_future()
+        self._queue.append((sound, future))
+        return future
+
+    async def _run(self) -> None:
+        start = time.monotonic()
+        playing = np.zeros(0, dtype="<i2")
+        while True:
+            if (delay := start + self.frames_sent * FRAME_S - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
+            started: asyncio.Future[tuple[float, float]] | None = None
+            if playing.size == 0 and self._queue:
+                playing, started = self._queue.pop(0)
+            frame = np.zeros(FRAME_SAMPLES, dtype="<i2")
+            frame[: min(FRAME_SAMPLES, playing.size)] = playing[:FRAME_SAMPLES]
+            playing = playing[FRAME_SAMPLES:]
+            sent = await self.client.send_audio(frame.tobytes())
+            if started is not None:
+                started.set_result((sent, self.frames_sent * FRAME_S * 1000.0))
+            self.frames_sent += 1
+
+
+@dataclass
+class Trial:
+    """One input and what came of it."""
+
+    kind: str
+    after_chunk: int
+    sent: float
+    event_id: str | None = None
+    frame: VideoFrame | None = None
+
+    @property
+    def ms(self) -> float | None:
+        return None if self.frame is None else (self.frame.t - self.sent) * 1000.0
+
+
+async def last_frame_of(client: SessionClient, chunk: int) -> VideoFrame:
+    return await client.wait_frame(
+        lambda f: (
+            f.header["chunk"] > chunk
+            or (f.header["chunk"] == chunk and f.header["frame"] == CHUNK_FRAMES - 1)
+        ),
+        timeout=30,
+    )
+
+
+async def fire(client: SessionClient, mic: Microphone, kind: str, after_chunk: int, audio: dict) -> Trial:
+    """Send one input of ``kind`` right after chunk ``after_chunk`` has fully arrived; find its event."""
+    await last_frame_of(client, after_chunk)
+    since = len(client.received.messages)
+    if kind in AUDIO_EVENT:
+        sent, at_ms = await mic.play(audio[kind])
+        trial = Trial(kind, after_chunk, sent)
+        with contextlib.suppress(TimeoutError):
+            heard = await client.wait_for(
+                lambda m: (
+                    m.get("type") == AUDIO_EVENT[kind]
+                    and m.get("label", "onset") == "onset"
+                    and m["audio_ms"] >= at_ms - 100
+                ),  # a detector may place the onset a little early
+                timeout=3,
+                since=since,
+            )
+            trial.event_id = heard["event_id"]
+        return trial
+    ref = f"{kind}{after_chunk}"
+    message = (
+        {"type": "input.gesture", "gesture": "wave"}
+        if kind == "gesture"
+        else {"type": "input.text", "text": "hello"}
+    )
+    trial = Trial(kind, after_chunk, await client.send({**message, "ref": ref}))
+    accepted = await client.wait_for(
+        lambda m: m.get("type") == "input.accepted" and m.get("ref") == ref, 5, since
+    )
+    trial.event_id = accepted["event_id"]
+    return trial
+
+
+@contextlib.asynccontextmanager
+async def session(url: str, seed: int) -> AsyncIterator[tuple[SessionClient, Microphone]]:
+    async with SessionClient(url) as client:
+        await client.start(seed=seed)
+        async with Microphone(client) as mic:
+            yield client, mic
+    await asyncio.sleep(0.5)  # past the local server's resume grace: its session is gone before the next
+
+
+async def run_kind(
+    url: str, seed: int, kind: str, rounds: int, gap: int, audio: dict
+) -> tuple[list[Trial], Received]:
+    """A session with ``rounds`` inputs of ``kind``, the first after chunk ``FIRST_CHUNK``."""
+    async with session(url, seed) as (client, mic):
+        trials = []
+        for i in range(rounds):
+            trials.append(await fire(client, mic, kind, FIRST_CHUNK + i * gap, audio))
+        await last_frame_of(client, trials[-1].after_chunk + gap // 2)
+    for trial in trials:
+        trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
+    return trials, client.received
+
+
+async def reference(url: str, seed: int, through_chunk: int) -> dict[tuple[int, int], bytes]:
+    """Frames of a session with ``seed`` and nothing but silence in the microphone, by (chunk, frame)."""
+    async with session(url, seed) as (client, _):
+        await last_frame_of(client, through_chunk)
+    return {(f.header["chunk"], f.header["frame"]): f.jpeg for f in client.received.video}
+
+
+def determinism(trial: Trial, received: Received, ref: dict[tuple[int, int], bytes]) -> str:
+    """Whether frames before the reacting frame equal the reference and the reacting frame differs.
+
+    Also names the first frame that differs from the reference at all, which shows where a reaction
+    really began when the verdict fails.
+    """
+    if trial.frame is None:
+        return "no reacting frame"
+    at = (trial.frame.header["chunk"], trial.frame.header["frame"])
+    compared = [f for f in received.video if (f.header["chunk"], f.header["frame"]) in ref]
+    before = [f for f in compared if (f.header["chunk"], f.header["frame"]) < at]
+    same = sum(ref[(f.header["chunk"], f.header["frame"])] == f.jpeg for f in before)
+    differs = ref.get(at) not in (None, trial.frame.jpeg)
+    first = next((f for f in compared if ref[(f.header["chunk"], f.header["frame"])] != f.jpeg), None)
+    where = f"chunk {first.header['chunk']} frame {first.header['frame']}" if first else "none compared"
+    verdict = "ok" if same == len(before) and differs else "FAILED"
+    return (
+        f"{verdict}: {same}/{len(before)} frames before chunk {at[0]} identical; reacting frame "
+        f"{'differs' if differs else 'IDENTICAL'}; first differing frame: {where}"
+    )
+
+
+def latency_table(trials: list[Trial]) -> list[str]:
+    lines = [
+        "| input | n | reflected | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind in [*KINDS, "all"]:
+        group = [t for t in trials if kind in (t.kind, "all")]
+        if not group:
+            continue
+        ms = [t.ms for t in group if t.ms is not None]
+        stats = percentiles(ms)
+        cells = " | ".join(f"{v:.0f}" for v in (*stats, max(ms))) if stats else "- | - | - | -"
+        lines.append(f"| {kind} | {len(group)} | {len(ms)} | {cells} |")
+    return lines
+
+
+async def reaction_run(url: str, seed: int, rounds: int, gap: int) -> None:
+    audio = sounds()
+    results = {kind: await run_kind(url, seed, kind, rounds, gap, audio) for kind in KINDS}
+    firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
+    reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
+    through = max(reacting, default=FIRST_CHUNK) + 3
+    ref = await reference(url, seed, through)
+    # A second no-input session: where two runs without any input already differ, a differing
+    # reacting frame proves nothing about the input.
+    again = await reference(url, seed, through)
+    unstable = min((at for at, jpeg in ref.items() if again.get(at, jpeg) != jpeg), default=None)
+    trials = [t for ts, _ in results.values() for t in ts]
+    print(f"## Reaction latency at the client (seed {seed}, {rounds} per kind, every {gap} chunks)\n")
+    print("\n".join(latency_table(trials)))
+    print(f"\n## Determinism: the first input of each kind, sent after chunk {FIRST_CHUNK}, vs. no input\n")
+    if unstable is None:
+        print(f"Two sessions without input agree on every frame through chunk {through}.\n")
+    else:
+        print(f"Two sessions without input FIRST DIFFER at chunk {unstable[0]} frame {unstable[1]}.\n")
+    print("| input | event | reacting chunk | reaction (ms) | verdict |\n|---|---|---:|---:|---|")
+    for kind, (trial, received) in firsts.items():
+        chunk = trial.frame.header["chunk"] if trial.frame else "-"
+        ms = f"{trial.ms:.0f}" if trial.ms is not None else "-"
+        verdict = determinism(trial, received, ref)
+        if trial.frame is not None and unstable is not None and (chunk, 0) >= unstable:
+            verdict = f"inconclusive (no-input runs differ there too): {verdict}"
+        print(f"| {kind} | {trial.event_id or '-'} | {chunk} | {ms} | {verdict} |")
+
+
+def timing(received: Received) -> list[str]:
+    """On-time chunks (server count and client arrival), 1-second frame-rate windows, lateness."""
+    video = received.video
+    chunk_arrival: dict[int, float] = {}
+    for f in video:
+        chunk_arrival.setdefault(f.header["chunk"], f.t)
+    chunks = np.array(sorted(chunk_arrival))
+    arrival = np.array([chunk_arrival[c] for c in chunks])
+    # The media clock as seen here: the earliest (least delayed) chunk sets where chunk 0 is due.
+    due = chunks * CHUNK_FRAMES / FPS
+    late_ms = (arrival - due - np.min(arrival - due)) * 1000.0
+    times = np.array([f.t for f in video])
+    # Windows start half a frame before a frame is due, so a few ms of jitter does not move frames
+    # between neighbouring windows (which would read as 23 fps next to 25).
+    edges = np.arange(times[0] - 0.5 / FPS, times[-1] - 1.0, 1.0)
+    per_window = np.searchsorted(times, edges + 1.0) - np.searchsorted(times, edges)
+    metrics = received.of_type("metrics")
+    server_on_time = f"{metrics[-1]['on_time'] * 100:.2f} %" if metrics else "not reported"
+    return [
+        "| measure | value |",
+        "|---|---:|",
+        f"| chunks received | {chunks.size} |",
+        f"| chunks on time (server's count) | {server_on_time} |",
+        f"| chunks arriving within one chunk of the media clock | {np.mean(late_ms <= 1000 * CHUNK_FRAMES / FPS) * 100:.2f} % |",
+        f"| chunk lateness p50 / p99 / max (ms) | {np.percentile(late_ms, 50):.0f} / {np.percentile(late_ms, 99):.0f} / {late_ms.max():.0f} |",
+        f"| 1-second windows | {per_window.size} |",
+        f"| windows with >= 23.5 fps | {np.mean(per_window >= 23.5) * 100:.2f} % (min {per_window.min() if per_window.size else 0} fps) |",
+    ]
+
+
+MIN_CORRELATION = 0.3
+"""Below this the voice does not visibly drive the mouth, and a best lag would be noise."""
+
+
+def voice_mouth_offset(received: Received, identity: int, max_lag: int = 6) -> str:
+    """The lag (ms) that best lines the voice's loudness up with the mouth's openness; + = mouth late.
+
+    Loudness is the RMS of each frame's audio slice; openness is what ``streaming_model.probes`` reads
+    from the frame's pixels. Lags up to ``max_lag`` frames either way are tried.
+    """
+    from streaming_model.probes import measure
+
+    loudness = {
+        round(a.header["pts_ms"] * FPS / 1000): float(
+            np.sqrt(np.mean(np.frombuffer(a.pcm, "<i2").astype(np.float64) ** 2))
+        )
+        for a in received.audio
+        if a.pcm
+    }
+    slots = [round(f.header["pts_ms"] * FPS / 1000) for f in received.video]
+    frames = np.stack([np.asarray(Image.open(io.BytesIO(f.jpeg)).convert("RGB")) for f in received.video])
+    mouth = measure(frames, identity).mouth
+    voice = np.array([loudness.get(s, 0.0) for s in slots])
+    if voice.std() == 0 or mouth.std() == 0:
+        return "not measured: the character did not speak, or its mouth never moved"
+
+    def r_at(lag: int) -> float:
+        n = voice.size - abs(lag)
+        return float(np.corrcoef(voice[max(0, -lag) :][:n], mouth[max(0, lag) :][:n])[0, 1])
+
+    best = max(range(-max_lag, max_lag + 1), key=r_at)
+    if r_at(best) < MIN_CORRELATION:
+        return (
+            f"not measured: the mouth does not follow the voice (best correlation r = {r_at(best):.2f}, "
+            f"at {best * 1000 / FPS:+.0f} ms)"
+        )
+    return f"{best * 1000 / FPS:+.0f} ms (correlation r = {r_at(best):.2f} at that lag)"
+
+
+async def long_run(url: str, seed: int, minutes: float, gap: int) -> None:
+    audio = sounds()
+    trials: list[Trial] = []
+    end = time.monotonic() + minutes * 60
+    async with session(url, seed) as (client, mic):
+        chunk = FIRST_CHUNK
+        while time.monotonic() < end:
+            trials.append(await fire(client, mic, KINDS[len(trials) % len(KINDS)], chunk, audio))
+            chunk += gap
+        await last_frame_of(client, chunk)
+    for trial in trials:
+        trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
+    print(f"## A {minutes:g}-minute session (seed {seed}, an input every {gap} chunks)\n")
+    print("\n".join(latency_table(trials)))
+    print("\n## Timing\n")
+    print("\n".join(timing(client.received)))
+    print(f"\nVoice-to-mouth offset: {voice_mouth_offset(client.received, identity=0)}")
+
+
+@contextlib.asynccontextmanager
+async def local_server() -> AsyncIterator[str]:
+    """A server in this process with the shipped models, like ``onstage serve``."""
+    from events.hearing import Hearing
+    from server.app import OnstageServer
+    from server.limits import Limits
+    from server.sessions import SessionFactory
+    from streaming_model.runtime import Generator
+
+    factory = SessionFactory(Generator.load(), hearing=Hearing())
+    # A short resume grace: a finished session must stop generating before the next one is measured.
+    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    await srv.start("127.0.0.1", 0)
+    try:
+        yield f"ws://127.0.0.1:{srv.port}/v1/session"
+    finally:
+        # Bounded, so a session that will not stop cannot keep the figures from being printed.
+        _, pending = await asyncio.wait({asyncio.ensure_future(srv.close())}, timeout=15)
+        if pending:
+            print("\nwarning: the server did not close within 15 s", file=sys.stderr)
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        url = args.url or await stack.enter_async_context(local_server())
+        if args.minutes:
+            await long_run(url, args.seed, args.minutes, args.gap)
+        else:
+            await reaction_run(url, args.seed, args.rounds, args.gap)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", help="a running server's session endpoint (default: start one here)")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--rounds", type=int, default=3, help="inputs per kind")
+    parser.add_argument("--gap", type=int, default=12, help="chunks between inputs (12 = 2 s)")
+    parser.add_argument("--minutes", type=float, help="one long session instead (timing and A/V offset)")
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,189 @@
+"""Headless Chromium driven over the Chrome DevTools Protocol with plain websockets (no Playwright).
+
+Debian's ``/usr/bin/chromium`` (``scripts/setup-browser`` installs it) is started with the flags that
+../shared/ENVIRONMENT.md lists, a fresh profile and a WAV file as the fake microphone. The page's target
+is reached through the DevTools HTTP endpoint; ``Page`` sends commands and keeps what the page threw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,900",
+    "--use-fake-ui-for-media-stream",
+    "--use-fake-device-for-media-stream",
+    # The page's AudioContext is its media clock; without a click Chromium may keep it suspended.
+    "--autoplay-policy=no-user-gesture-required",
+)
+
+
+class CdpError(RuntimeError):
+    """A DevTools command failed, or the page threw while evaluating an expression."""
+
+
+class Page:
+    """One page target: ``evaluate`` JavaScript, ``click`` an element like a mouse does, ``screenshot``."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.errors: list[str] = []  # uncaught exceptions and console.error lines, as the page reported them
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in self.ws:
+                message = json.loads(raw)
+                if "id" in message:
+                    future = self._pending.pop(message["id"], None)
+                    if future is not None and not future.done():
+                        future.set_result(message)
+                elif message.get("method") == "Runtime.exceptionThrown":
+                    details = message["params"]["exceptionDetails"]
+                    self.errors.append(details.get("exception", {}).get("description") or details["text"])
+                elif message.get("method") == "Runtime.consoleAPICalled":
+                    if message["params"]["type"] == "error":
+                        self.errors.append(" ".join(str(a.get("value")) for a in message["params"]["args"]))
+
+    async def call(self, method: str, timeout: float = 10.0, **params: Any) -> dict[str, Any]:
+        """Send one DevTools command and return its ``result``."""
+        command_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[command_id] = future
+        await self.ws.send(json.dumps({"id": command_id, "method": method, "params": params}))
+        answer = await asyncio.wait_for(future, timeout)
+        if "error" in answer:
+            raise CdpError(f"{method}: {answer['error']}")
+        return answer["result"]
+
+    async def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (promises are awaited; JSON values only)."""
+        result = await self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        if "exceptionDetails" in result:
+            raise CdpError(f"{expression!r} threw: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    async def wait_until(self, expression: str, timeout: float = 20.0, every: float = 0.1) -> Any:
+        """Poll ``expression`` until it is truthy; returns that value (``TimeoutError`` after ``timeout``)."""
+        async with asyncio.timeout(timeout):
+            while not (value := await self.evaluate(expression)):  # noqa: ASYNC110 (polls another process)
+                await asyncio.sleep(every)
+        return value
+
+    async def click(self, selector: str) -> None:
+        """Press and release the left mouse button over the middle of the element ``selector`` names.
+
+        The element is scrolled into view first: a mouse event outside the viewport hits nothing.
+        """
+        box = await self.evaluate(
+            f"(() => {{ const el = document.querySelector({json.dumps(selector)});"
+            " el.scrollIntoView({block: 'center'}); const r = el.getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        x, y = box
+        for kind in ("mousePressed", "mouseReleased"):
+            await self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    async def screenshot(self, path: Path) -> Path:
+        """Save what the page shows now as a PNG."""
+        data = await self.call("Page.captureScreenshot", format="png")
+        await asyncio.to_thread(path.write_bytes, base64.b64decode(data["data"]))
+        return path
+
+    async def close(self) -> None:
+        await self.ws.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+@contextlib.asynccontextmanager
+async def chromium(url: str, microphone: Path, start_timeout: float = 20.0) -> AsyncIterator[Page]:
+    """Headless Chromium showing ``url`` with ``microphone`` (a 16-bit WAV) as the microphone.
+
+    The page's DevTools domains are enabled before it navigates, so nothing it throws goes unseen.
+    Chromium's own log goes to ``chrome_debug.log`` in its throwaway profile and is quoted if it dies.
+    """
+    profile = Path(tempfile.mkdtemp(prefix="onstage-chromium-"))
+    process = await asyncio.create_subprocess_exec(
+        str(CHROMIUM),
+        *FLAGS,
+        f"--user-data-dir={profile}",
+        "--enable-logging",
+        f"--use-file-for-fake-audio-capture={microphone}",
+        "--remote-debugging-port=0",  # Chromium picks a free port and writes it into the profile
+        "about:blank",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    page: Page | None = None
+    try:
+        port = await _devtools_port(profile, process, start_timeout)
+        targets = await asyncio.to_thread(_get_json, f"http://127.0.0.1:{port}/json/list")
+        target = next(t for t in targets if t["type"] == "page")
+        ws = await websockets.connect(target["webSocketDebuggerUrl"], max_size=2**26, compression=None)
+        page = Page(ws)
+        await page.call("Runtime.enable")
+        await page.call("Page.enable")
+        await page.call("Page.navigate", url=url)
+        await page.wait_until("location.href !== 'about:blank' && document.readyState === 'complete'")
+        yield page
+    finally:
+        if page is not None:
+            await page.close()
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+async def _devtools_port(profile: Path, process: asyncio.subprocess.Process, timeout: float) -> int:
+    """The DevTools port, once Chromium has written it to ``DevToolsActivePort`` in its profile."""
+    marker = profile / "DevToolsActivePort"
+    async with asyncio.timeout(timeout):
+        while True:
+            if process.returncode is not None:
+                log = await asyncio.to_thread(_tail, profile / "chrome_debug.log")
+                raise RuntimeError(f"chromium exited with {process.returncode}: {log}")
+            lines = (await asyncio.to_thread(_tail, marker)).split()
+            if lines:  # the file is written in one go, but may be seen empty for an instant
+                return int(lines[0])
+            await asyncio.sleep(0.05)
+
+
+def _tail(path: Path, chars: int = 2000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response)

@@ -1,0 +1,125 @@
+"""The browser page end to end: a real server, real headless Chromium, a WAV file as the microphone.
+
+The page is opened with ``?autostart=1&mic=1``, so it calls and streams the microphone by itself. The test
+reads what a user would see: the status line, the canvas's pixels, the frame counter and the event log.
+A screenshot goes to ``/tmp/onstage-browser.png`` for a human look.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_asyncio
+from scipy.io import wavfile
+
+from events.hearing import Hearing
+from server import demo_audio
+from server.app import OnstageServer
+from server.limits import Limits
+from server.sessions import SessionFactory
+from streaming_model.runtime import Generator
+from tests.e2e.browser import CHROMIUM, Page, chromium
+
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium: run scripts/setup-browser"),
+]
+
+SCREENSHOT = Path("/tmp/onstage-browser.png")
+LOG = "[...document.querySelectorAll('#log li')].map(li => li.textContent).reverse()"
+"""The page's event log, oldest first (the page shows the newest on top)."""
+
+
+def microphone_wav(path: Path) -> Path:
+    """Speech, knocks, speech, claps (server.demo_audio), as the 16-bit 16 kHz WAV Chromium plays in a loop."""
+    pcm = np.clip(demo_audio.demo_recording(), -1.0, 1.0 - 1 / 32768) * 32768.0
+    wavfile.write(path, demo_audio.RATE, pcm.astype("<i2"))
+    return path
+
+
+def event_ids(log: list[str], message_type: str, **fields: str) -> list[str]:
+    """Event ids of the logged messages of ``message_type`` (with the given string fields)."""
+    out = []
+    for line in log:
+        if f" {message_type} " not in line or not all(f'"{k}":"{v}"' in line for k, v in fields.items()):
+            continue
+        if match := re.search(r'"event_id":"([^"]+)"', line):
+            out.append(match.group(1))
+    return out
+
+
+def reflected(log: list[str]) -> set[str]:
+    """Event ids named by drawn frames (the page logs "chunk N reflects e1, e2" when it draws them)."""
+    return {e for line in log if (m := re.search(r"reflects (.+)$", line)) for e in m.group(1).split(", ")}
+
+
+async def wait_for_log(page: Page, holds: Callable[[list[str]], object], timeout: float = 20.0) -> list[str]:
+    """The page's log once ``holds(log)`` is truthy (polled every 100 ms)."""
+    async with asyncio.timeout(timeout):
+        while not holds(log := await page.evaluate(LOG)):  # noqa: ASYNC110 (polls the browser)
+            await asyncio.sleep(0.1)
+    return log
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def page(tmp_path_factory: pytest.TempPathFactory):
+    factory = SessionFactory(Generator.load(), hearing=Hearing())
+    server = OnstageServer(factory, Limits(max_sessions=1))
+    await server.start("127.0.0.1", 0)
+    wav = microphone_wav(tmp_path_factory.mktemp("mic") / "speech-and-knocks.wav")
+    try:
+        async with chromium(f"http://127.0.0.1:{server.port}/?autostart=1&mic=1&seed=7", wav) as page:
+            yield page
+    finally:
+        # Bounded: a session whose tasks swallow their cancellation would otherwise hang the whole run.
+        closing = asyncio.ensure_future(server.close())
+        done, _ = await asyncio.wait({closing}, timeout=15)
+        assert done, "OnstageServer.close() did not return within 15 s (a session ignored its cancellation)"
+
+
+async def test_the_page_connects_and_draws_about_24_frames_a_second_that_are_not_blank(page: Page) -> None:
+    await page.wait_until("window.onstage && window.onstage.started !== null")
+    assert await page.evaluate("document.getElementById('status').dataset.state") == "live"
+    first = await page.wait_until("window.onstage.framesDrawn >= 12 && window.onstage.framesDrawn")
+    start = time.monotonic()
+    await asyncio.sleep(2.0)
+    drawn = await page.evaluate("window.onstage.framesDrawn")
+    rate = (drawn - first) / (time.monotonic() - start)
+    assert 15 <= rate <= 30, f"{rate:.1f} frames drawn per second"  # lenient: CI shares two cores
+    assert int(await page.evaluate("document.getElementById('frames').textContent")) >= drawn
+    pixels = await page.evaluate(
+        "Array.from(document.getElementById('screen').getContext('2d').getImageData(0, 0, 128, 128).data)"
+    )
+    rgb = np.asarray(pixels, dtype=np.float32).reshape(128, 128, 4)[..., :3]
+    assert rgb.std() > 10.0, "the canvas is blank (one flat colour)"
+    assert len(np.unique(rgb.reshape(-1, 3) // 32, axis=0)) >= 4, "the canvas shows hardly any colours"
+
+
+async def test_speech_and_knocks_in_the_microphone_are_heard_and_a_frame_reflects_the_speech(
+    page: Page,
+) -> None:
+    await wait_for_log(page, lambda log: set(event_ids(log, "input.speech_started")) & reflected(log))
+    await wait_for_log(page, lambda log: event_ids(log, "input.sound"))
+
+
+async def test_a_gesture_button_is_accepted_and_a_later_frame_reflects_it(page: Page) -> None:
+    await page.wait_until("!document.querySelector('[data-gesture=wave]').disabled")
+    await page.click("[data-gesture=wave]")
+    log = await wait_for_log(page, lambda log: event_ids(log, "input.accepted", kind="gesture"), timeout=5)
+    (gesture,) = event_ids(log, "input.accepted", kind="gesture")
+    log = await wait_for_log(page, lambda log: gesture in reflected(log), timeout=5)
+    accepted_at = next(i for i, line in enumerate(log) if f'"event_id":"{gesture}"' in line)
+    reacted_at = next(i for i, line in enumerate(log) if gesture in reflected([line]))
+    assert reacted_at > accepted_at
+    await page.screenshot(SCREENSHOT)
+
+
+async def test_the_page_threw_no_errors(page: Page) -> None:
+    assert page.errors == []
