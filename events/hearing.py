@@ -81,6 +81,11 @@ class Hearing:
             out.append(Threaded(transcriber) if threaded else transcriber)
         return out
 
+    def load(self) -> None:
+        """Load Whisper now rather than at the first speech segment (which would then wait for it)."""
+        if self.transcriber is not None:
+            self.transcriber.load()
+
     def close(self) -> None:
         if self.transcriber is not None:
             self.transcriber.close()

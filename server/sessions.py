@@ -71,6 +71,9 @@ class SessionFactory:
         self.manifest = build_manifest()
         self.story_db = story_db
         self._store: CheckpointStore | None = None
+        # Loaded up front: a model loading mid-session would stall that session's first reply.
+        self.voice.load()
+        self.hearing.load()
 
     def started_message(self, session_id: str) -> p.SessionStarted:
         """``session.started`` for a session (the resume token is filled in by the server)."""

@@ -114,6 +114,10 @@ class Voice:
         g = np.gcd(self.rate, voice.config.sample_rate)
         return resample_poly(audio, self.rate // g, voice.config.sample_rate // g).astype(np.float32)
 
+    def load(self) -> None:
+        """Load the voice model now (about half a second) rather than at the first sentence spoken."""
+        _piper()
+
     @staticmethod
     def sentences(text: str) -> list[str]:
         """The sentences of ``text`` that hold words, in order: the units synthesis can stream by."""
