@@ -11,6 +11,7 @@ when it ends; the script or the Director carries on underneath.
   toward where such a sound comes from.
 - Gestures: a wave is waved back, a thumbs-up makes it happy, pointing makes it look there, a raised hand
   gets its attention.
+- Typed text: eyes on the user and a nod, so the user sees it was read while the mind works on an answer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ import msgspec
 from agent.plans import CHUNK_S, Action, Behavior, Block, Emotion, Gaze, SyncRef
 from agent.realizer import Realizer, Submission
 from events.bus import EventBus
-from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SoundOnset, SpeechStarted, SpeechStopped
+from events.vocabulary import (
+    EndOfTurn,
+    Event,
+    Gesture,
+    SoundClass,
+    SoundOnset,
+    SpeechStarted,
+    SpeechStopped,
+    TextInput,
+)
 
 
 class ReflexConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -46,6 +56,8 @@ class ReflexConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     gestures: bool = True
     gesture_min_confidence: float = 0.5
     gesture_cooldown_s: float = 2.0
+    text_nod: bool = True
+    text_cooldown_s: float = 2.0
 
 
 class ReflexPolicy:
@@ -102,6 +114,9 @@ class ReflexPolicy:
                 glance = Action(name="look_at", params={"target_x": x, "target_y": y}, duration_s=1.5)
                 return self._submit(event, [glance], f"look toward {event.label}")
             return None
+        if isinstance(event, TextInput) and c.text_nod and self._cooled("text", c.text_cooldown_s):
+            read = [Gaze(x=0.0, y=0.0, duration_s=1.5), Action(name="nod", duration_s=0.8)]
+            return self._submit(event, read, "acknowledge text")
         if isinstance(event, Gesture) and c.gestures and event.confidence >= c.gesture_min_confidence:
             behaviors = self._gesture(event)
             if behaviors and self._cooled(f"gesture:{event.gesture}", c.gesture_cooldown_s):
@@ -143,7 +158,7 @@ class ReflexPolicy:
         """Subscribe to ``bus`` now and react to its events in a task (the conductor may instead call
         ``on_event`` itself, to regenerate the chunk in flight right after)."""
         sub = bus.subscribe(
-            SpeechStarted, SpeechStopped, EndOfTurn, SoundOnset, SoundClass, Gesture, name="reflex"
+            SpeechStarted, SpeechStopped, EndOfTurn, SoundOnset, SoundClass, Gesture, TextInput, name="reflex"
         )
 
         async def react() -> None:

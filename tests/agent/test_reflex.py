@@ -10,7 +10,15 @@ from agent.realizer import ChunkOutput, Realizer
 from agent.reflex import ReflexConfig, ReflexPolicy
 from events.bus import EventBus
 from events.stamp import Stamper
-from events.vocabulary import EndOfTurn, Gesture, SoundClass, SoundOnset, SpeechStarted, SpeechStopped
+from events.vocabulary import (
+    EndOfTurn,
+    Gesture,
+    SoundClass,
+    SoundOnset,
+    SpeechStarted,
+    SpeechStopped,
+    TextInput,
+)
 from tests.agent.frames import probe
 
 stamp = Stamper("s", prefix="u")
@@ -71,6 +79,19 @@ def test_gestures_are_answered() -> None:
     assert run(realizer, 1)[0].condition.emotion == "happy"
     assert reflex.on_event(stamp(Gesture, gesture="wave", confidence=0.1)) is None
     assert reflex.on_event(stamp(Gesture, gesture="shrug")) is None
+
+
+def test_typed_text_gets_a_look_and_a_nod_in_the_next_chunk() -> None:
+    realizer, reflex = setup()
+    realizer.submit(Block(source="script", behaviors=[Action(name="sit", duration_s=10.0)]))
+    run(realizer, 2)
+    text = stamp(TextInput, text="hello there")
+    assert reflex.on_event(text) is not None
+    outs = run(realizer, 8)
+    assert outs[0].reflects == (text.id,) and outs[0].condition.action == "nod"
+    assert outs[0].condition.gaze == (0.0, 0.0)
+    assert outs[-1].condition.action == "sit"  # handed back
+    assert reflex.on_event(stamp(TextInput, text="again")) is None  # cooling down
 
 
 def test_reflexes_can_be_switched_off() -> None:
