@@ -32,7 +32,7 @@ async def llm():
 async def url(llm: LLMServer, factory: SessionFactory):
     director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
     factory = SessionFactory(factory.generator, factory.voice, factory.hearing, director=director)
-    srv = OnstageServer(factory, Limits(max_sessions=2))
+    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"
     await srv.close()
@@ -104,3 +104,32 @@ async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(url:
         # What was heard is the words played before the cut: a start of the text, not all of it.
         assert cut["heard_text"] and cut["text"].startswith(cut["heard_text"])
         assert len(cut["heard_text"]) < len(cut["text"])
+
+
+async def test_an_intervention_becomes_a_new_branch_that_the_story_then_follows(
+    url: str, llm: LLMServer
+) -> None:
+    storm = {
+        "id": "storm",
+        "description": "A storm blows the gate open.",
+        "say": "Whoa, what a wind!",
+        "emotion": "surprised",
+        "choices": [
+            {"id": "run_in", "label": "Run into the garden", "target": "door", "effects": ["has_key = true"]},
+            {"id": "shelter", "label": "Shelter in the shed", "target": "shed"},
+        ],
+    }
+    llm.enqueue(Reply(tool_calls=[Call("story_add_branch", storm)]), Reply(text=""))
+    async with SessionClient(url) as client:
+        await client.start(story="garden_gate", director="llm", seed=8)
+        await client.wait_type("story.state", node="gate")
+        await client.send(
+            {"type": "story.intervene", "text": "A storm should blow the gate open", "ref": "i"}
+        )
+        await client.wait_type("input.accepted", ref="i")
+        branch = await client.wait_type("story.state", node="storm", timeout=30)
+        assert [c["id"] for c in branch["choices"]] == ["run_in", "shelter"]
+        await client.wait_type("character.speech", state="started", text="Whoa, what a wind!", timeout=30)
+        await client.send({"type": "story.choose", "choice": "run_in"})
+        door = await client.wait_type("story.state", node="door", timeout=30)
+        assert [n["beat"] for n in door["history"]] == ["gate", "storm", "door"]
