@@ -1,0 +1,139 @@
+"""Per-chunk conditions: the typed form callers write and the numeric form the world and model read.
+
+A condition holds for one 4-frame chunk. The action phase (frames since the action started) is not part
+of what a caller writes: the runtime counts it, because it follows from the sequence of conditions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+from .manifest import ACTION_INDEX, EMOTION_INDEX, FPS, FRAMES_PER_CHUNK
+
+# Frequencies (Hz) of the world's cyclic motions; phase features at these make cycles easy to learn.
+CYCLE_HZ: tuple[float, ...] = (2.0, 2.5, 1.0 / 0.75)
+PHASE_CLIP_S = 4.0
+CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
+
+
+class ConditionError(ValueError):
+    """A chunk condition that the model cannot accept (unknown action, wrong shape, out of range)."""
+
+
+class ChunkCondition(msgspec.Struct, frozen=True):
+    """What the character should do during one chunk.
+
+    target: look_at's point; gaze: where the eyes look for any other action. Both in [-1, 1]^2 screen
+    units (x right, y down). audio: the voice envelope of the chunk's 4 frames, in [0, 1].
+    """
+
+    action: str = "idle"
+    target: tuple[float, float] = (0.0, 0.0)
+    gaze: tuple[float, float] = (0.0, 0.0)
+    paw: str = "right"
+    emotion: str = "neutral"
+    speaking: bool = False
+    audio: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
+
+    def validate(self) -> None:
+        """Raise ConditionError naming the first problem found."""
+        if self.action not in ACTION_INDEX:
+            raise ConditionError(f"unknown action {self.action!r}; known: {sorted(ACTION_INDEX)}")
+        if self.emotion not in EMOTION_INDEX:
+            raise ConditionError(f"unknown emotion {self.emotion!r}; known: {sorted(EMOTION_INDEX)}")
+        if self.paw not in ("left", "right"):
+            raise ConditionError(f"paw must be 'left' or 'right', got {self.paw!r}")
+        if len(self.audio) != FRAMES_PER_CHUNK:
+            raise ConditionError(
+                f"audio must hold {FRAMES_PER_CHUNK} values (one per frame), got {len(self.audio)}"
+            )
+        for name, pair in (("target", self.target), ("gaze", self.gaze)):
+            if len(pair) != 2:
+                raise ConditionError(f"{name} must be an (x, y) pair, got {len(pair)} values")
+            if not all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in pair):
+                raise ConditionError(f"{name} values must be finite and in [-1, 1], got {pair}")
+        if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in self.audio):
+            raise ConditionError(f"audio values must be finite and in [0, 1], got {self.audio}")
+
+
+@dataclass
+class ChunkCodes:
+    """Numeric conditions for a batch of chunk sequences, shapes (N, K) and (N, K, 4)."""
+
+    action: np.ndarray  # int64 action index
+    emotion: np.ndarray  # int64 emotion index
+    target: np.ndarray  # (N, K, 2) float32
+    gaze: np.ndarray  # (N, K, 2) float32
+    paw: np.ndarray  # float32, -1 left / +1 right
+    speaking: np.ndarray  # float32 0/1
+    audio: np.ndarray  # (N, K, 4) float32
+    phase0: np.ndarray  # int64, frames since the action started, at the chunk's first frame
+
+    def chunk(self, n: int, k: int) -> ChunkCodes:
+        """A 1x1 view of chunk k of sequence n."""
+        s = (slice(n, n + 1), slice(k, k + 1))
+        return ChunkCodes(*(getattr(self, f)[s] for f in _FIELDS))
+
+    def window(self, start: int, stop: int) -> ChunkCodes:
+        """Chunks [start, stop) of every sequence."""
+        return ChunkCodes(*(getattr(self, f)[:, start:stop] for f in _FIELDS))
+
+
+_FIELDS = ("action", "emotion", "target", "gaze", "paw", "speaking", "audio", "phase0")
+
+
+def encode(conditions: list[ChunkCondition], phase0: list[int]) -> ChunkCodes:
+    """Encode one sequence of validated conditions (N=1, K=len) with their action phases."""
+    if len(conditions) != len(phase0):
+        raise ConditionError(f"{len(conditions)} conditions but {len(phase0)} phases")
+    for c in conditions:
+        c.validate()
+
+    def arr(values: list, dtype: type) -> np.ndarray:
+        return np.asarray(values, dtype=dtype)[None]
+
+    return ChunkCodes(
+        action=arr([ACTION_INDEX[c.action] for c in conditions], np.int64),
+        emotion=arr([EMOTION_INDEX[c.emotion] for c in conditions], np.int64),
+        target=arr([c.target for c in conditions], np.float32),
+        gaze=arr([c.gaze for c in conditions], np.float32),
+        paw=arr([1.0 if c.paw == "right" else -1.0 for c in conditions], np.float32),
+        speaking=arr([float(c.speaking) for c in conditions], np.float32),
+        audio=arr([c.audio for c in conditions], np.float32),
+        phase0=arr(phase0, np.int64),
+    )
+
+
+def continuous_features(codes: ChunkCodes) -> np.ndarray:
+    """The model's continuous condition vector per chunk, (N, K, CONT_DIM) float32.
+
+    Phase enters as seconds (clipped) and as sin/cos at the world's cycle frequencies, per frame, so
+    that where a wave or nod is in its cycle is a smooth function of the input.
+    """
+    frames = codes.phase0[..., None] + np.arange(FRAMES_PER_CHUNK)  # (N, K, 4)
+    t = frames.astype(np.float32) / FPS
+    feats = [
+        codes.target,
+        codes.gaze,
+        codes.paw[..., None],
+        codes.speaking[..., None],
+        codes.audio * codes.speaking[..., None],
+        np.minimum(t, PHASE_CLIP_S) / PHASE_CLIP_S,
+    ]
+    for hz in CYCLE_HZ:
+        feats.append(np.sin(2 * np.pi * hz * t))
+        feats.append(np.cos(2 * np.pi * hz * t))
+    out = np.concatenate(feats, axis=-1).astype(np.float32)
+    assert out.shape[-1] == CONT_DIM
+    return out
+
+
+def next_phase(prev_action: str | None, prev_phase0: int, action: str) -> int:
+    """Action phase at a chunk's first frame: restarts at 0 when the action changes, else runs on."""
+    if prev_action != action:
+        return 0
+    return prev_phase0 + FRAMES_PER_CHUNK

@@ -1,0 +1,220 @@
+"""The causal diffusion transformer over latent chunks.
+
+Each 16x16xC latent chunk is patchified 2x2 into 64 tokens. Attention is bidirectional within a chunk
+and causal across chunks; a chunk sees the pinned reference chunk (identity) and a sliding window of
+recent chunks. Positions are fixed 3D rotary (time, row, column). Conditioning (action, emotion, the
+continuous features, the noise level) enters every block through adaLN, per chunk.
+
+Attention is split so a streaming runtime can keep keys already rotated: a block *projects* q, k, v;
+the caller rotates q and k for explicit positions; an `attend(layer, q, k, v)` callback does the rest
+(a KV cache or, in training, a masked full-sequence attention).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import msgspec
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .condition import CONT_DIM
+from .manifest import ACTION_NAMES, EMOTIONS
+from .rope import Rope, cos_sin, rotate
+
+AttendFn = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class DiTConfig(msgspec.Struct, frozen=True):
+    """Shape of the transformer; stored in the weights header so a loader can check it."""
+
+    latent_channels: int = 16
+    grid: int = 16
+    patch: int = 2
+    width: int = 256
+    depth: int = 6
+    heads: int = 4
+    mlp_ratio: int = 4
+    window: int = 3  # recent chunks a chunk attends to, besides the reference
+    max_distance: int = 40  # largest trained time distance between a chunk and the reference
+    rope_dims: tuple[int, int, int] = (16, 24, 24)
+    rope_bases: tuple[float, float, float] = (100.0, 16.0, 16.0)
+    n_actions: int = len(ACTION_NAMES)
+    n_emotions: int = len(EMOTIONS)
+    cont_dim: int = CONT_DIM
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per chunk."""
+        return (self.grid // self.patch) ** 2
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head."""
+        return self.width // self.heads
+
+
+class Block(nn.Module):
+    """adaLN-Zero transformer block with QK-norm; attention itself is delegated to a callback."""
+
+    def __init__(self, cfg: DiTConfig) -> None:
+        super().__init__()
+        w, self.heads, self.hd = cfg.width, cfg.heads, cfg.head_dim
+        self.norm1 = nn.LayerNorm(w, elementwise_affine=False, eps=1e-6)
+        self.qkv = nn.Linear(w, 3 * w)
+        self.q_norm = nn.RMSNorm(self.hd, eps=1e-6)
+        self.k_norm = nn.RMSNorm(self.hd, eps=1e-6)
+        self.proj = nn.Linear(w, w)
+        self.norm2 = nn.LayerNorm(w, elementwise_affine=False, eps=1e-6)
+        self.mlp = nn.Sequential(
+            nn.Linear(w, cfg.mlp_ratio * w), nn.GELU("tanh"), nn.Linear(cfg.mlp_ratio * w, w)
+        )
+        self.ada = nn.Linear(w, 6 * w)
+        nn.init.zeros_(self.ada.weight)
+        nn.init.zeros_(self.ada.bias)
+
+    def modulation(self, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Six (B, nC, 1, w) modulation tensors from per-chunk conditions c (B, nC, w)."""
+        return tuple(m.unsqueeze(2) for m in self.ada(F.silu(c)).chunk(6, dim=-1))
+
+    def project(self, x: torch.Tensor, mod: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """x (B, nC, T, w) -> q, k, v (B, H, nC*T, hd), q and k normalised but not yet rotated."""
+        shift, scale = mod[0], mod[1]
+        h = self.norm1(x) * (1 + scale) + shift
+        b = x.shape[0]
+        qkv = self.qkv(h).reshape(b, -1, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
+        # Norms in float32: keys are cached, and the fused RMSNorm wants matching dtypes.
+        return self.q_norm(qkv[0].float()), self.k_norm(qkv[1].float()), qkv[2]
+
+    def finish(self, x: torch.Tensor, o: torch.Tensor, mod: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Residual attention output o (B, H, L, hd) and the MLP."""
+        b, nc, t, w = x.shape
+        o = o.transpose(1, 2).reshape(b, nc, t, w)
+        x = x + mod[2] * self.proj(o)
+        h = self.norm2(x) * (1 + mod[4]) + mod[3]
+        return x + mod[5] * self.mlp(h)
+
+
+def timestep_features(t: torch.Tensor, dim: int = 128) -> torch.Tensor:
+    """Sinusoidal features of the noise level t in [0, 1]."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    ang = (t.float() * 1000.0)[..., None] * freqs
+    return torch.cat([ang.sin(), ang.cos()], dim=-1)
+
+
+class DiT(nn.Module):
+    """x0-predicting diffusion transformer over latent chunks."""
+
+    def __init__(self, cfg: DiTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        w = cfg.width
+        pdim = cfg.patch * cfg.patch * cfg.latent_channels
+        self.patch_in = nn.Linear(pdim, w)
+        self.action_emb = nn.Embedding(cfg.n_actions + 1, w)  # the last entry marks the reference chunk
+        self.emotion_emb = nn.Embedding(cfg.n_emotions, w)
+        self.cont_mlp = nn.Sequential(nn.Linear(cfg.cont_dim, w), nn.SiLU(), nn.Linear(w, w))
+        self.t_mlp = nn.Sequential(nn.Linear(128, w), nn.SiLU(), nn.Linear(w, w))
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
+        self.norm_out = nn.LayerNorm(w, elementwise_affine=False, eps=1e-6)
+        self.ada_out = nn.Linear(w, 2 * w)
+        self.patch_out = nn.Linear(w, pdim)
+        for lin in (self.ada_out, self.patch_out):
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
+        self.rope = Rope(cfg.head_dim, cfg.rope_dims, cfg.rope_bases)
+        g = cfg.grid // cfg.patch
+        rows, cols = torch.meshgrid(torch.arange(g), torch.arange(g), indexing="ij")
+        self.register_buffer("_rows", rows.reshape(-1), persistent=False)
+        self.register_buffer("_cols", cols.reshape(-1), persistent=False)
+
+    # --- conditions and positions -------------------------------------------------------------
+    def embed_cond(
+        self, action: torch.Tensor, emotion: torch.Tensor, cont: torch.Tensor, t: torch.Tensor
+    ) -> torch.Tensor:
+        """Per-chunk condition vectors (B, nC, w). action == n_actions marks the reference chunk."""
+        c = self.action_emb(action) + self.emotion_emb(emotion) + self.cont_mlp(cont)
+        return c + self.t_mlp(timestep_features(t))
+
+    def reference_cond(self, batch: int) -> torch.Tensor:
+        """Condition of the pinned reference chunk (clean, no action)."""
+        a = torch.full((batch, 1), self.cfg.n_actions, dtype=torch.long)
+        e = torch.zeros((batch, 1), dtype=torch.long)
+        return self.embed_cond(a, e, torch.zeros(batch, 1, self.cfg.cont_dim), torch.zeros(batch, 1))
+
+    def rope_tables(self, time_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (nC*T, hd/2) for chunks at the given time positions (nC,)."""
+        n = self.cfg.tokens
+        t = time_pos.double().repeat_interleave(n)
+        h = self._rows.repeat(len(time_pos))
+        w = self._cols.repeat(len(time_pos))
+        return cos_sin(self.rope.angles(t, h, w))
+
+    # --- latents <-> tokens -------------------------------------------------------------------
+    def patchify(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, nC, C, 16, 16) -> (B, nC, 64, p*p*C)."""
+        b, nc, c, hh, ww = z.shape
+        p = self.cfg.patch
+        z = z.reshape(b, nc, c, hh // p, p, ww // p, p).permute(0, 1, 3, 5, 4, 6, 2)
+        return z.reshape(b, nc, (hh // p) * (ww // p), p * p * c)
+
+    def unpatchify(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, nC, 64, p*p*C) -> (B, nC, C, 16, 16)."""
+        b, nc = x.shape[:2]
+        p, c, g = self.cfg.patch, self.cfg.latent_channels, self.cfg.grid // self.cfg.patch
+        x = x.reshape(b, nc, g, g, p, p, c).permute(0, 1, 6, 2, 4, 3, 5)
+        return x.reshape(b, nc, c, g * p, g * p)
+
+    # --- the network --------------------------------------------------------------------------
+    def run(
+        self,
+        z: torch.Tensor,
+        c: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attend: AttendFn,
+        base: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Run chunks z (B, nC, C, 16, 16) with conditions c (B, nC, w) and rope tables for their tokens.
+
+        base: the previous chunk as the model saw it (the reference for the first chunk); the network
+        predicts x0 as base + a change, so that from the first step on it only has to learn what moves
+        (most of a chunk is the chunk before it).
+        Returns the x0 prediction (B, nC, C, 16, 16) and, per layer, the normalised keys *before*
+        rotation and the values (B, H, nC*64, hd): a cache rotates those keys for the positions it
+        owns when the chunk is committed.
+        """
+        x = self.patch_in(self.patchify(z))
+        kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for i, blk in enumerate(self.blocks):
+            mod = blk.modulation(c)
+            q, k, v = blk.project(x, mod)
+            kv.append((k, v))
+            q = rotate(q, cos, sin).to(v.dtype)
+            k = rotate(k, cos, sin).to(v.dtype)
+            x = blk.finish(x, attend(i, q, k, v), mod)
+        shift, scale = (m.unsqueeze(2) for m in self.ada_out(F.silu(c)).chunk(2, dim=-1))
+        out = self.patch_out(self.norm_out(x) * (1 + scale) + shift)
+        pred = self.unpatchify(out.float())
+        return (pred if base is None else pred + base), kv
+
+
+def block_causal_mask(attends: list[list[int]], tokens: int) -> torch.Tensor:
+    """Boolean (nC*T, nC*T) mask from, per chunk, the chunk indices it may attend to (itself included)."""
+    nc = len(attends)
+    chunk_mask = torch.zeros(nc, nc, dtype=torch.bool)
+    for i, srcs in enumerate(attends):
+        chunk_mask[i, srcs] = True
+    return chunk_mask.repeat_interleave(tokens, 0).repeat_interleave(tokens, 1)
+
+
+def masked_attend(mask: torch.Tensor) -> AttendFn:
+    """Training attention: every token against every token under a boolean mask."""
+
+    def attend(_layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    return attend

@@ -1,0 +1,175 @@
+"""Measure whether generated frames follow their conditions, with the probes.
+
+    python -m streaming_model.evaluate --seeds 20 [--world] [--compare-naive]
+
+Per seed (= session seed and identity), every action is held for 4 chunks after 2 idle chunks, in
+one continuous session; a talking segment checks that the mouth follows the audio envelope. --world
+runs the same script through the procedural world (the probes' ceiling, ~100%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .codec import Codec, to_pixels, to_uint8
+from .condition import ChunkCondition
+from .kv_cache import CacheMode
+from .loading import load_codec
+from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
+from .probes import _slice, action_shown, measure
+from .render import world_frames
+from .runtime import Generator
+from .world.palette import NUM_IDENTITIES
+
+LEAD, HOLD, TALK = 2, 4, 8  # chunks
+
+
+@dataclass
+class SeedResult:
+    """Probe verdicts of one seed."""
+
+    actions: dict[str, bool] = field(default_factory=dict)
+    mouth_r: float = float("nan")
+    identity_dist: float = float("nan")
+    motion_end: float = float("nan")  # mean |dx| per chunk during the last walk: does it still move?
+
+
+def script(seed: int) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]]:
+    """Conditions and, per action, (name, first chunk, params) of its segment."""
+    rng = np.random.default_rng(seed)
+    conds: list[ChunkCondition] = []
+    segments = []
+    for name in ACTION_NAMES:
+        conds += [ChunkCondition("idle")] * LEAD
+        params = {"paw": str(rng.choice(["left", "right"])), "target": (float(rng.choice([-0.9, 0.9])), 0.0)}
+        segments.append((name, len(conds), params))
+        conds += [ChunkCondition(name, target=params["target"], paw=params["paw"])] * HOLD
+    env = rng.uniform(0.0, 1.0, TALK * FRAMES_PER_CHUNK)
+    env[rng.random(env.shape) < 0.3] = 0.0
+    segments.append(("talk", len(conds), {"audio": env}))
+    for i in range(TALK):
+        conds.append(
+            ChunkCondition("idle", speaking=True, audio=tuple(float(a) for a in env[4 * i : 4 * i + 4]))
+        )
+    segments.append(("walk_end", len(conds), {}))
+    conds += [ChunkCondition("walk_right")] * 3
+    return conds, segments
+
+
+def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict]]) -> SeedResult:
+    """Probe verdicts for one seed's frames (all chunks concatenated)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = measure(frames, identity)
+        res = SeedResult()
+        for name, start, params in segments:
+            f0 = start * FRAMES_PER_CHUNK
+            if name == "talk":
+                n = len(params["audio"])
+                mouth = m.mouth[f0 : f0 + n]
+                res.mouth_r = float(np.corrcoef(params["audio"], np.nan_to_num(mouth))[0, 1])
+            elif name == "walk_end":
+                res.motion_end = float(np.nanmean(np.abs(np.diff(m.x[f0:]))))
+            else:
+                seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
+                res.actions[name] = action_shown(name, seg, params["paw"], params["target"][0])
+        res.identity_dist = float(np.nanmedian(m.identity_dist))
+    return res
+
+
+def run_model(gen: Generator, seed: int, cache_mode: CacheMode = "write_time", steps: int = 2) -> SeedResult:
+    """Generate one seed's script with a model and score it."""
+    identity = seed % NUM_IDENTITIES
+    conds, segments = script(seed)
+    session = gen.open_session(identity=identity, seed=seed, steps=steps, cache_mode=cache_mode)
+    frames = np.concatenate([session.step(c) for c in conds])
+    return score(frames, identity, segments)
+
+
+def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
+    """The same script through the procedural world (and through the codec, when given: the ceiling
+    of what a model decoded by that codec can score)."""
+    identity = seed % NUM_IDENTITIES
+    conds, segments = script(seed)
+    frames = world_frames(conds, identity)
+    if codec is not None:
+        chunks = torch.from_numpy(frames.reshape(-1, FRAMES_PER_CHUNK, *frames.shape[1:]))
+        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+            frames = (
+                to_uint8(codec.decode(codec.encode(to_pixels(chunks))).float()).numpy().reshape(frames.shape)
+            )
+    return score(frames, identity, segments)
+
+
+def summarise(results: list[SeedResult]) -> dict[str, float]:
+    """Per-action accuracy, mean mouth r, identity distance, end motion."""
+    out = {name: float(np.mean([r.actions[name] for r in results])) for name in ACTION_NAMES}
+    out["mouth_r"] = float(np.nanmean([r.mouth_r for r in results]))
+    out["identity_dist"] = float(np.nanmean([r.identity_dist for r in results]))
+    out["motion_end_px"] = float(np.nanmean([r.motion_end for r in results]))
+    return out
+
+
+def long_run(gen: Generator, chunks: int, seed: int = 0) -> dict[str, float]:
+    """A long session of cycling actions: identity colour distance early vs late, and whether the
+    character still walks when told to at the end (drift and freezing)."""
+    identity = seed % NUM_IDENTITIES
+    session = gen.open_session(identity=identity, seed=seed)
+    dists = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(chunks):
+            action = ACTION_NAMES[(i // 6) % len(ACTION_NAMES)]
+            frames = session.step(ChunkCondition(action, target=(0.5, 0.0)))
+            if i % 50 == 0:
+                dists.append(float(np.nanmedian(measure(frames, identity).identity_dist)))
+        end = [session.step(ChunkCondition("walk_left" if i < 4 else "walk_right")) for i in range(8)]
+        m = measure(np.concatenate(end), identity)
+    return {
+        "identity_dist_first": dists[0],
+        "identity_dist_last": dists[-1],
+        "identity_dist_max": max(dists),
+        "end_walk_left_px": float(m.x[15] - m.x[0]),
+        "end_walk_right_px": float(m.x[31] - m.x[16]),
+    }
+
+
+def main() -> None:
+    """Print per-action accuracy over seeds (and naive vs write-time agreement with --compare-naive)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--world", action="store_true")
+    ap.add_argument("--codec", action="store_true", help="with --world: through the shipped codec")
+    ap.add_argument("--compare-naive", action="store_true")
+    ap.add_argument("--long", type=int, default=0, help="also run one session of this many chunks")
+    args = ap.parse_args()
+    seeds = range(args.seeds)
+    codec = load_codec() if args.codec else None
+    runs = {"world" + "+codec" * args.codec: [run_world(s, codec) for s in seeds]} if args.world else {}
+    if not args.world:
+        gen = Generator.load()
+        runs["write_time"] = [run_model(gen, s, "write_time", args.steps) for s in seeds]
+        if args.compare_naive:
+            runs["naive"] = [run_model(gen, s, "naive", args.steps) for s in seeds]
+    for name, res in runs.items():
+        summ = summarise(res)
+        print(name, " ".join(f"{k}={v:.3f}" for k, v in summ.items()))
+    if args.long:
+        print("long run", long_run(Generator.load(), args.long))
+    if "naive" in runs:
+        for metric in ("mouth_r", "identity_dist"):
+            a = np.array([getattr(r, metric) for r in runs["write_time"]])
+            b = np.array([getattr(r, metric) for r in runs["naive"]])
+            print(
+                f"{metric}: mean diff {np.nanmean(a) - np.nanmean(b):+.4f}, seed spread (std) {np.nanstd(a):.4f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

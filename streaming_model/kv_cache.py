@@ -1,0 +1,271 @@
+"""A ring-buffer KV cache for one streaming session, with write-time maintenance.
+
+Layout per layer (slots of one chunk's tokens): slot 0 is the pinned reference (sink); slots 1..W form
+a ring of the W most recent committed chunks. The cache owns time positions: the sink sits at 0, each
+committed chunk at the next position; before positions leave the trained range the ring is rebased.
+
+write_time mode: at commit, keys are rotated (RoPE) for their position and keys and values are quantized
+to int8 with per-token, per-head scales, ONCE; a bf16 attention view is refreshed for that slot only.
+Attention then reads the view as is: nothing is re-rotated, re-quantized or shifted per call.
+
+naive mode (the reference to measure against): the cache keeps unrotated keys and on every attention
+call re-rotates and re-quantizes the whole window and concatenates it, as the paper's baseline did.
+
+Both modes run the same rotate/quantize functions on the same inputs, so until the first rebase they
+give bit-identical attention inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch.nn import functional as F
+
+from .rope import cos_sin, rotate
+
+CacheMode = Literal["write_time", "naive"]
+Tables = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+TimeTables = Callable[[float, int], torch.Tensor]
+
+
+class RollbackError(ValueError):
+    """Rolling back further than the journal (or the session) reaches."""
+
+
+def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 values and float32 scales per token per head (the last axis is the head dimension)."""
+    xf = x.float()
+    scale = xf.abs().amax(-1, keepdim=True).clamp_min(1e-8) / 127.0
+    return torch.round(xf / scale).clamp_(-127, 127).to(torch.int8), scale
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Inverse of quantize, in the attention dtype."""
+    return (q.float() * scale).to(dtype)
+
+
+@dataclass
+class CacheState:
+    """Everything committed: what a snapshot copies and a rollback restores."""
+
+    k_q: torch.Tensor  # (L, H, S*T, D) int8 rotated keys (write_time mode; unused in naive mode)
+    k_s: torch.Tensor  # (L, H, S*T, 1) float32
+    v_q: torch.Tensor
+    v_s: torch.Tensor
+    raw_k: torch.Tensor | None  # naive mode: unrotated keys (L, H, S*T, D)
+    raw_v: torch.Tensor | None
+    slot_pos: torch.Tensor  # (S,) float64 time position per slot
+    count: int  # committed chunks (the sink not counted)
+    pos_next: int  # time position of the next chunk
+
+    def clone(self) -> CacheState:
+        """A deep copy."""
+
+        def c(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.clone()
+
+        return CacheState(
+            c(self.k_q),
+            c(self.k_s),
+            c(self.v_q),
+            c(self.v_s),
+            c(self.raw_k),
+            c(self.raw_v),
+            self.slot_pos.clone(),
+            self.count,
+            self.pos_next,
+        )
+
+
+class KVCache:
+    """Sink + ring KV cache with a bounded journal for rollback."""
+
+    def __init__(
+        self,
+        layers: int,
+        heads: int,
+        head_dim: int,
+        tokens: int,
+        window: int,
+        max_distance: int,
+        tables: Tables,
+        time_tables: TimeTables,
+        mode: CacheMode = "write_time",
+        journal: int = 8,
+        dtype: torch.dtype = torch.bfloat16,
+    ) -> None:
+        if mode not in ("write_time", "naive"):
+            raise ValueError(f"unknown cache mode {mode!r}; use 'write_time' or 'naive'")
+        if max_distance < window + 2:
+            raise ValueError(f"max_distance {max_distance} leaves no room for a window of {window}")
+        self.mode, self.T, self.W = mode, tokens, window
+        self.max_distance, self.tables, self.time_tables, self.dtype = (
+            max_distance,
+            tables,
+            time_tables,
+            dtype,
+        )
+        slots = 1 + window
+        shape = (layers, heads, slots * tokens, head_dim)
+        naive = mode == "naive"
+        self.state = CacheState(
+            k_q=torch.zeros(shape, dtype=torch.int8),
+            k_s=torch.zeros((*shape[:-1], 1)),
+            v_q=torch.zeros(shape, dtype=torch.int8),
+            v_s=torch.zeros((*shape[:-1], 1)),
+            raw_k=torch.zeros(shape) if naive else None,  # float32, as the model hands them over
+            raw_v=torch.zeros(shape) if naive else None,
+            slot_pos=torch.full((slots,), float("nan"), dtype=torch.float64),
+            count=0,
+            pos_next=1,
+        )
+        # Attention view: [sink | pending | ring]; the pending chunk sits next to the sink so that the
+        # valid part is always one contiguous prefix while the ring fills.
+        view_shape = (layers, 1, heads, (slots + 1) * tokens, head_dim)
+        self.view_k = torch.zeros(view_shape, dtype=dtype)
+        self.view_v = torch.zeros(view_shape, dtype=dtype)
+        self.journal: deque[CacheState] = deque(maxlen=journal)
+        self.has_sink = False
+        self.maintenance_s = 0.0  # time spent rotating/quantizing/assembling the cache (both modes)
+
+    # --- layout helpers -----------------------------------------------------------------------
+    def _tok(self, slot: int) -> slice:
+        return slice(slot * self.T, (slot + 1) * self.T)
+
+    def _view(self, slot: int) -> slice:
+        s = 0 if slot == 0 else slot + 1
+        return slice(s * self.T, (s + 1) * self.T)
+
+    def filled(self) -> int:
+        """Ring slots holding a committed chunk."""
+        return min(self.state.count, self.W)
+
+    def next_position(self) -> int:
+        """Time position the next chunk is generated at (owned by the cache)."""
+        return self.state.pos_next
+
+    # --- writes -------------------------------------------------------------------------------
+    def _write_slot(self, slot: int, kv_raw: list[tuple[torch.Tensor, torch.Tensor]], pos: float) -> None:
+        st = self.state
+        cos, sin = self.tables(torch.tensor([pos], dtype=torch.float64))
+        tok = self._tok(slot)
+        for layer, (k, v) in enumerate(kv_raw):
+            if self.mode == "naive":  # keep raw keys; every read redoes the work
+                st.raw_k[layer, :, tok] = k[0]
+                st.raw_v[layer, :, tok] = v[0]
+                continue
+            kq, ks = quantize(rotate(k[0], cos, sin))
+            vq, vs = quantize(v[0])
+            st.k_q[layer, :, tok], st.k_s[layer, :, tok] = kq, ks
+            st.v_q[layer, :, tok], st.v_s[layer, :, tok] = vq, vs
+            self.view_k[layer, 0, :, self._view(slot)] = dequantize(kq, ks, self.dtype)
+            self.view_v[layer, 0, :, self._view(slot)] = dequantize(vq, vs, self.dtype)
+        st.slot_pos[slot] = pos
+
+    def prefill_sink(self, kv_raw: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Pin the reference chunk's keys and values at position 0."""
+        t0 = time.perf_counter()
+        self._write_slot(0, kv_raw, 0.0)
+        self.has_sink = True
+        self.maintenance_s += time.perf_counter() - t0
+
+    def commit(self, kv_raw: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Commit the pending chunk's keys/values (unrotated keys, (1, H, T, D) per layer)."""
+        if not self.has_sink:
+            raise RuntimeError("commit before the reference was prefilled")
+        t0 = time.perf_counter()
+        self.journal.append(self.state.clone())
+        st = self.state
+        slot = 1 + st.count % self.W
+        self._write_slot(slot, kv_raw, float(st.pos_next))
+        st.count += 1
+        st.pos_next += 1
+        if st.pos_next > self.max_distance:
+            self._rebase(st.pos_next - (self.W + 1))
+        self.maintenance_s += time.perf_counter() - t0
+
+    def _rebase(self, delta: int) -> None:
+        """Move every ring chunk back in time by delta (the sink stays at 0)."""
+        st = self.state
+        if self.mode == "write_time":
+            cos, sin = cos_sin(self.time_tables(-float(delta), self.T))
+            for slot in range(1, 1 + self.filled()):
+                tok = self._tok(slot)
+                k = dequantize(st.k_q[:, :, tok], st.k_s[:, :, tok], torch.float32)
+                kq, ks = quantize(rotate(k, cos, sin))
+                st.k_q[:, :, tok], st.k_s[:, :, tok] = kq, ks
+                self.view_k[:, 0, :, self._view(slot)] = dequantize(kq, ks, self.dtype)
+        st.slot_pos[1:] -= delta
+        st.pos_next -= delta
+
+    # --- reads --------------------------------------------------------------------------------
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Attention of the pending chunk (q, k, v rotated for its position, (1, H, T, D)) over the
+        sink, the committed window and itself."""
+        if self.mode == "write_time":
+            vk, vv = self.view_k[layer], self.view_v[layer]
+            vk[:, :, self.T : 2 * self.T] = k
+            vv[:, :, self.T : 2 * self.T] = v
+            n = (2 + self.filled()) * self.T
+            return F.scaled_dot_product_attention(q, vk[:, :, :n], vv[:, :, :n])
+        t0 = time.perf_counter()
+        keys, values = self._naive_window(layer)
+        keys.insert(1, k)
+        values.insert(1, v)
+        kk, vv2 = torch.cat(keys, dim=2), torch.cat(values, dim=2)
+        self.maintenance_s += time.perf_counter() - t0
+        return F.scaled_dot_product_attention(q, kk, vv2)
+
+    def _naive_window(self, layer: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Re-rotate and re-quantize every committed slot from the raw keys (the baseline's work)."""
+        st = self.state
+        keys, values = [], []
+        for slot in range(0, 1 + self.filled()):
+            tok = self._tok(slot)
+            cos, sin = self.tables(st.slot_pos[slot : slot + 1])
+            kq, ks = quantize(rotate(st.raw_k[layer, :, tok], cos, sin))
+            vq, vs = quantize(st.raw_v[layer, :, tok])
+            keys.append(dequantize(kq, ks, self.dtype)[None])
+            values.append(dequantize(vq, vs, self.dtype)[None])
+        return keys, values
+
+    def self_attend(self, _layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Attention of a chunk over itself only (the reference at prefill)."""
+        return F.scaled_dot_product_attention(q, k, v)
+
+    # --- history ------------------------------------------------------------------------------
+    def rollback(self, k: int) -> None:
+        """Undo the last k commits. Raises RollbackError past the journal."""
+        if k < 0:
+            raise RollbackError(f"cannot roll back a negative number of chunks ({k})")
+        if k > len(self.journal):
+            raise RollbackError(
+                f"cannot roll back {k} chunks: the journal holds the last {len(self.journal)} commits"
+            )
+        if k == 0:
+            return
+        for _ in range(k - 1):
+            self.journal.pop()
+        self.restore(self.journal.pop())
+
+    def snapshot(self) -> CacheState:
+        """A copy of the committed state (the journal is not included)."""
+        return self.state.clone()
+
+    def restore(self, snap: CacheState) -> None:
+        """Return to a snapshot; the attention view is rebuilt from the int8 store."""
+        self.state = snap.clone()
+        if self.mode == "write_time":
+            for slot in range(0, 1 + self.filled()):
+                tok, view = self._tok(slot), self._view(slot)
+                self.view_k[:, 0, :, view] = dequantize(
+                    self.state.k_q[:, :, tok], self.state.k_s[:, :, tok], self.dtype
+                )
+                self.view_v[:, 0, :, view] = dequantize(
+                    self.state.v_q[:, :, tok], self.state.v_s[:, :, tok], self.dtype
+                )

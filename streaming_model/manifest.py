@@ -1,0 +1,109 @@
+"""The capability manifest: what the streaming model can be asked to do.
+
+The rest of the system (reflex policy, Director tools, UI) reads this instead of hard-coding action names,
+so that a retrained model with other capabilities changes one place.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+FPS = 24
+FRAMES_PER_CHUNK = 4
+FRAME_SIZE = 128
+
+
+class ParamSpec(msgspec.Struct, frozen=True):
+    """One parameter of an action: a bounded number or a choice."""
+
+    name: str
+    kind: str  # "float" or "choice"
+    description: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    default: float | str | None = None
+
+
+class ActionSpec(msgspec.Struct, frozen=True):
+    """One action the character can perform, held for as long as the condition names it."""
+
+    name: str
+    description: str
+    params: tuple[ParamSpec, ...] = ()
+    cyclic: bool = False  # True when holding the action repeats a motion (walk, wave, nod)
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    """Everything a caller may put in a chunk condition, plus the clock the model runs on."""
+
+    version: int
+    fps: int
+    frames_per_chunk: int
+    frame_size: int
+    actions: tuple[ActionSpec, ...]
+    emotions: tuple[str, ...]
+    gaze: str
+    speaking: str
+    audio_envelope: str
+    scene_events: tuple[str, ...]
+    identities: int
+
+
+_TARGET = (
+    ParamSpec("target_x", "float", "Horizontal target, -1 = left edge, +1 = right edge.", -1.0, 1.0, (), 0.0),
+    ParamSpec("target_y", "float", "Vertical target, -1 = top, +1 = bottom.", -1.0, 1.0, (), 0.0),
+)
+
+ACTIONS: tuple[ActionSpec, ...] = (
+    ActionSpec("idle", "Stand still, relaxed; returns paws and head to rest."),
+    ActionSpec("walk_left", "Walk toward the left edge, facing left.", cyclic=True),
+    ActionSpec("walk_right", "Walk toward the right edge, facing right.", cyclic=True),
+    ActionSpec("turn", "Turn around to face the other way."),
+    ActionSpec("jump", "Jump on the spot (repeats while held).", cyclic=True),
+    ActionSpec("sit", "Sit down and stay seated while held."),
+    ActionSpec(
+        "wave",
+        "Raise one paw and wave it.",
+        (
+            ParamSpec(
+                "paw", "choice", "Screen side of the waving paw.", None, None, ("left", "right"), "right"
+            ),
+        ),
+        cyclic=True,
+    ),
+    ActionSpec("nod", "Nod the head (yes).", cyclic=True),
+    ActionSpec("shake_head", "Shake the head (no).", cyclic=True),
+    ActionSpec("startle", "Flinch: a small hop with both paws up and wide eyes."),
+    ActionSpec("look_at", "Turn head and eyes toward a point on screen.", _TARGET),
+)
+ACTION_NAMES: tuple[str, ...] = tuple(a.name for a in ACTIONS)
+ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(ACTION_NAMES)}
+
+EMOTIONS: tuple[str, ...] = ("neutral", "happy", "sad", "surprised", "angry")
+EMOTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(EMOTIONS)}
+
+SCENE_EVENTS: tuple[str, ...] = ("floor", "shadow")
+NUM_IDENTITIES = 6
+
+
+def build_manifest() -> Manifest:
+    """Return the manifest of the shipped model."""
+    return Manifest(
+        version=1,
+        fps=FPS,
+        frames_per_chunk=FRAMES_PER_CHUNK,
+        frame_size=FRAME_SIZE,
+        actions=ACTIONS,
+        emotions=EMOTIONS,
+        gaze="Eyes look at gaze (x, y) in [-1, 1]^2 for every action; look_at also turns the head.",
+        speaking="speaking=True opens the mouth by the audio envelope; False keeps it closed (listening).",
+        audio_envelope="Four values in [0, 1] per chunk, one per frame: the loudness of the voice.",
+        scene_events=SCENE_EVENTS,
+        identities=NUM_IDENTITIES,
+    )
+
+
+def manifest_json() -> bytes:
+    """The manifest as JSON bytes (what a client or tool-schema generator reads)."""
+    return msgspec.json.encode(build_manifest())

@@ -1,0 +1,202 @@
+"""Probes: read RGB frames and measure what the procedural world knows.
+
+They are the eyes of every quality test: they look only at pixels (never at world state), so they work
+the same on rendered truth, codec reconstructions and model samples. Frames are uint8 (..., H, W, 3).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .world import palette as P
+from .world.render import FLOOR_Y
+
+_COLOR_TOL = 70.0  # L1 distance (sum over RGB) for "this pixel has that colour"
+_ROWS = np.arange(128, dtype=np.float32)
+
+
+@dataclass
+class Measures:
+    """Per-frame measurements, each an array with the frames' leading shape."""
+
+    x: np.ndarray  # character position: body colour centroid below the head (head motion excluded)
+    facing: np.ndarray  # eye offset from head centre, about -1 (left) .. +1 (right)
+    paw_left: np.ndarray  # bool: a paw is raised on the screen-left side
+    paw_right: np.ndarray
+    mouth: np.ndarray  # mouth openness, about 0 closed .. 1 open
+    eye_x: np.ndarray  # eye-white centroid
+    eye_y: np.ndarray
+    head_x: np.ndarray  # head centre column (tracks head shake)
+    top: np.ndarray  # highest character row
+    bottom_gap: np.ndarray  # pixels between the lowest character row and the floor
+    sitting: np.ndarray  # bool
+    jumping: np.ndarray  # bool
+    identity_dist: np.ndarray  # L2 RGB distance of the body colour to the reference palette's body
+    visible: np.ndarray  # bool: a character is found at all
+
+
+def _near(frames: np.ndarray, color: np.ndarray) -> np.ndarray:
+    return np.abs(frames - color).sum(-1) < _COLOR_TOL
+
+
+def _centroid(mask: np.ndarray, axis: int) -> np.ndarray:
+    """Mean coordinate of mask pixels along axis (-1 columns, -2 rows); NaN when empty."""
+    count = mask.sum((-1, -2))
+    weights = mask.sum(-1 if axis == -2 else -2)  # per row (axis -2) or per column (axis -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights * _ROWS).sum(-1) / count
+
+
+def measure(frames: np.ndarray, identity: int) -> Measures:
+    """Measure every frame of (..., H, W, 3) uint8 frames of a character of the given identity."""
+    f = frames.astype(np.float32)
+    pal = P.PALETTES[identity]
+    sky = np.abs(f - P.SKY).sum(-1) > 60
+    # On the floor, shadow (also its soft edge) is the floor colour scaled down: same channel ratios.
+    ratio = f / P.FLOOR
+    floorlike = (ratio.max(-1) - ratio.min(-1) < 0.12) & (ratio.mean(-1) > 0.4) & (ratio.mean(-1) < 1.15)
+    below = (_ROWS >= FLOOR_Y)[:, None]
+    char = np.where(below, ~floorlike, sky)
+    body = _near(f, pal[0])
+    limb = _near(f, pal[2])
+    eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
+    mouth = _near(f, P.MOUTH_OPEN) & char
+    rows_any = char.sum(-1) >= 3  # a row counts with a few pixels: one stray pixel is not the body
+    top = np.where(rows_any.any(-1), np.argmax(rows_any, -1), 128).astype(np.float32)
+    # Eyes sit 10-18 rows below the top of the ears whatever the pose: look only there.
+    below_top = _ROWS[:, None] - top[..., None, None]
+    eyes = eye_white & (below_top >= 5) & (below_top <= 24)
+
+    visible = char.sum((-1, -2)) > 200
+    eye_x = _centroid(eyes, -1)
+    eye_y = _centroid(eyes, -2)
+    # Head centre column: body-coloured pixels in the head's rows (found from the ears' top, so it
+    # does not need the eyes, which blur first when the head moves fast).
+    head_rows = (below_top >= 4) & (below_top <= 28)
+    head_x = _centroid(body & head_rows, -1)
+    below_head = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None]) > 18
+    x = _centroid(char & below_head, -1)
+    # Facing from two cues: the eyes' offset in the head (sharp on truth) and the belly's offset on
+    # the torso (large, so it survives blur); their mean, or whichever is visible.
+    eye_facing = (eye_x - head_x) / 9.0
+    # One belly (violet's lavender) is only ~50 from the sky: exclude near-sky pixels explicitly.
+    belly = _near(f, pal[1]) & below_head & (np.abs(f - P.SKY).sum(-1) > 30)
+    torso_x = _centroid((body | belly) & below_head, -1)  # arms and legs excluded: raised paws shift x
+    belly_facing = (_centroid(belly, -1) - torso_x) / 3.0
+    belly_facing = np.where(np.abs(belly_facing) < 1.6, belly_facing, np.nan)  # stray matches elsewhere
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        facing = np.nanmean(np.stack([eye_facing, belly_facing]), axis=0)
+
+    # A raised paw sits beside the head, level with the eyes or a little below.
+    band = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None] > -6) & (
+        _ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None] < 12
+    )
+    cols = _ROWS[None, :]
+    hx = np.nan_to_num(head_x)[..., None, None]
+    paw_left = (limb & band & (cols < hx - 14)).sum((-1, -2)) > 12
+    paw_right = (limb & band & (cols > hx + 14)).sum((-1, -2)) > 12
+
+    bottom = 127 - np.argmax(rows_any[..., ::-1], -1)
+    bottom_gap = (FLOOR_Y - 1 - bottom).astype(np.float32)
+    jumping = bottom_gap > 3
+    sitting = (~jumping) & (top > FLOOR_Y - 70)
+
+    body_px = np.where(body[..., None], f, np.nan)
+    with np.errstate(invalid="ignore"):
+        body_rgb = np.nanmedian(body_px.reshape(*f.shape[:-3], -1, 3), axis=-2)
+    # The body colour of a reconstruction may drift: measure from all character pixels' median instead
+    # when the palette colour is not found.
+    identity_dist = np.linalg.norm(np.nan_to_num(body_rgb, nan=0.0) - pal[0], axis=-1)
+
+    return Measures(
+        x=x,
+        facing=facing,
+        paw_left=paw_left,
+        paw_right=paw_right,
+        mouth=mouth.sum((-1, -2)) / (np.pi * 3.8 * 5.0),
+        eye_x=eye_x,
+        eye_y=eye_y,
+        head_x=head_x,
+        top=top,
+        bottom_gap=bottom_gap,
+        sitting=sitting,
+        jumping=jumping,
+        identity_dist=identity_dist,
+        visible=visible,
+    )
+
+
+def identify(frames: np.ndarray) -> np.ndarray:
+    """The palette index whose body colour covers the most pixels, per frame."""
+    f = frames.astype(np.float32)
+    counts = np.stack([_near(f, pal[0]).sum((-1, -2)) for pal in P.PALETTES], -1)
+    return counts.argmax(-1)
+
+
+def motion_energy(frames: np.ndarray) -> np.ndarray:
+    """Mean absolute pixel change between consecutive frames along axis -4 (length T-1)."""
+    f = frames.astype(np.float32)
+    return np.abs(np.diff(f, axis=-4)).mean((-1, -2, -3))
+
+
+def head_oscillation(m: Measures) -> tuple[np.ndarray, np.ndarray]:
+    """Nod and shake signatures over the last axis (frames): the spread of the head's top row and of
+    the head's column relative to the body (so that walking does not read as shaking)."""
+    top = m.top - np.nanmean(m.top, -1, keepdims=True)
+    rel_x = m.head_x - m.x
+    head_dx = rel_x - np.nanmean(rel_x, -1, keepdims=True)
+    return np.nanstd(top, -1), np.nanstd(head_dx, -1)
+
+
+def _slice(m: Measures, sl: slice) -> Measures:
+    return Measures(**{k: v[..., sl] for k, v in vars(m).items()})
+
+
+def action_shown(action: str, m: Measures, paw: str = "right", target_x: float = 0.0) -> bool:
+    """Do the frames of one held action (measures over >= 12 frames from the action's first frame)
+    show that action? Transitions get the first chunk; the verdict reads the rest.
+
+    Walking is checked by displacement (unless the character is already at the edge it walks to),
+    turning by the facing sign flipping, cyclic head motions by their signatures.
+    """
+    if m.x.shape[-1] < 12:
+        raise ValueError("action_shown needs at least 12 frames (3 chunks)")
+    late = _slice(m, slice(4, None))
+    x0, x1 = float(np.nanmean(m.x[:2])), float(np.nanmean(m.x[-2:]))
+    if action in ("walk_left", "walk_right"):
+        sign = -1.0 if action == "walk_left" else 1.0
+        at_edge = (x0 < 30) if sign < 0 else (x0 > 98)
+        facing_ok = np.nanmean(np.sign(late.facing[-4:])) * sign > 0.5
+        return bool(facing_ok and (at_edge or (x1 - x0) * sign > 6.0))
+    if action == "turn":  # the goal side depends on the start; any large change of facing counts
+        first, last = float(np.nanmean(m.facing[:1])), float(np.nanmean(m.facing[-3:]))
+        return bool(abs(last - first) > 0.35 and abs(last) > 0.4)
+    if action == "jump":
+        return bool(m.jumping.any())
+    if action == "sit":
+        return bool(late.sitting[-4:].all())
+    if action == "wave":
+        side = late.paw_right if paw == "right" else late.paw_left
+        return bool(side[-4:].all())
+    if action in ("nod", "shake_head"):
+        nod, shake = head_oscillation(late)
+        return (
+            bool(nod > 1.0 and nod > 1.5 * shake)
+            if action == "nod"
+            else bool(shake > 1.0 and shake > 1.5 * nod)
+        )
+    if action == "startle":
+        return bool((m.paw_left[:12] & m.paw_right[:12]).any())
+    if action == "look_at":
+        if abs(target_x) < 0.5:
+            return bool(abs(np.nanmean(late.facing[-4:])) < 0.6)
+        return bool(np.sign(np.nanmean(late.facing[-4:])) == np.sign(target_x))
+    if action == "idle":
+        return bool(
+            not late.paw_left[-4:].any() and not late.paw_right[-4:].any() and not late.jumping[-4:].any()
+        )
+    raise ValueError(f"unknown action {action!r}")

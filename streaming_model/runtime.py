@@ -1,0 +1,243 @@
+"""The streaming runtime: one session = one character on one call.
+
+    gen = Generator.load()                      # shipped weights
+    s = gen.open_session(identity=2, seed=7)    # prefills the reference into the pinned sink
+    pending = s.generate(ChunkCondition(action="wave"), cancel=event)   # None if cancelled
+    frames = s.commit(pending)                  # (4, 128, 128, 3) uint8; the cache takes the chunk
+    s.rollback(2); snap = s.snapshot(); s.restore(snap)
+
+A session is used from one worker thread (torch thread count fixed by the caller); `cancel` may be set
+from any thread and is checked before every denoise step and between transformer blocks, so work stops
+within one denoise step. Nothing committed changes until commit().
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .codec import Codec, to_pixels, to_uint8
+from .condition import ChunkCondition, continuous_features, encode, next_phase
+from .dit import DiT
+from .kv_cache import CacheMode, CacheState, KVCache, RollbackError
+from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
+from .sampler import COMMIT_STEP, CONTEXT_T, levels, renoise, seeded_noise
+from .world.episodes import reference_chunk
+from .world.palette import NUM_IDENTITIES
+
+
+class Cancelled(Exception):
+    """Raised inside a denoise pass when the cancel flag is seen; generate() turns it into None."""
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    """A generated, not yet committed chunk."""
+
+    index: int  # chunk index in the session (frames 4*index .. 4*index+3)
+    latent: torch.Tensor  # (1, 1, C, 16, 16)
+    condition: ChunkCondition
+    phase0: int
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """Everything needed to continue a session exactly from a point."""
+
+    cache: CacheState
+    base: torch.Tensor  # the last committed chunk as the model saw it (or the reference latent)
+    index: int
+    last_action: str | None
+    last_phase0: int
+    seed: int
+
+
+class Generator:
+    """Holds the shipped models; opens sessions."""
+
+    def __init__(self, dit: DiT, codec: Codec) -> None:
+        self.dit = dit.eval()
+        self.codec = codec.eval()
+
+    @classmethod
+    def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = CODEC_PATH) -> Generator:
+        """The default model from streaming_model/weights/ (WeightsError if missing or corrupt)."""
+        dit, _ = load_dit(dit_path)
+        return cls(dit, load_codec(codec_path))
+
+    def open_session(
+        self,
+        identity: int | None = None,
+        reference: np.ndarray | None = None,
+        seed: int = 0,
+        steps: int = 2,
+        cache_mode: CacheMode = "write_time",
+        journal: int = 8,
+    ) -> Session:
+        """A new session whose identity comes from a reference chunk/image, or a built-in identity."""
+        if reference is None:
+            if identity is None or not 0 <= identity < NUM_IDENTITIES:
+                raise ValueError(f"identity must be in [0, {NUM_IDENTITIES}) when no reference is given")
+            reference = reference_chunk(np.array([identity]))[0]
+        return Session(self, reference, seed, steps, cache_mode, journal)
+
+
+class Session:
+    """One streaming session: its cache, its seed, its chunk counter and condition history."""
+
+    def __init__(
+        self,
+        gen: Generator,
+        reference: np.ndarray,
+        seed: int,
+        steps: int,
+        cache_mode: CacheMode,
+        journal: int,
+    ) -> None:
+        self.dit, self.codec = gen.dit, gen.codec
+        cfg = self.dit.cfg
+        self.seed, self.levels = seed, levels(steps)
+        self.cache = KVCache(
+            cfg.depth,
+            cfg.heads,
+            cfg.head_dim,
+            cfg.tokens,
+            cfg.window,
+            cfg.max_distance,
+            tables=self.dit.rope_tables,
+            time_tables=self.dit.rope.time_angles,
+            mode=cache_mode,
+            journal=journal,
+        )
+        self.index = 0
+        self.last_action: str | None = None
+        self.last_phase0 = 0
+        self._meta: deque[tuple[str | None, int, torch.Tensor]] = deque(maxlen=journal)
+        self._base = torch.zeros(0)  # set by the prefill
+        self._latent_shape = (1, 1, cfg.latent_channels, cfg.grid, cfg.grid)
+        self._prefill(reference)
+
+    def _prefill(self, reference: np.ndarray) -> None:
+        ref = np.asarray(reference)
+        if ref.shape == (128, 128, 3):
+            ref = np.repeat(ref[None], 4, axis=0)
+        if ref.shape != (4, 128, 128, 3) or ref.dtype != np.uint8:
+            raise ValueError(
+                f"reference must be uint8 (128, 128, 3) or (4, 128, 128, 3), got {ref.dtype} {ref.shape}"
+            )
+        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+            z = self.codec.encode(to_pixels(torch.from_numpy(ref))[None]).float()[:, None]
+            cos, sin = self.dit.rope_tables(torch.zeros(1))
+            _, kv = self.dit.run(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
+        self.cache.prefill_sink(kv)
+        self._base = z  # the first chunk starts from the reference pose
+
+    def _cond(self, cond: ChunkCondition, phase0: int, t: float) -> torch.Tensor:
+        codes = encode([cond], [phase0])
+        cont = torch.from_numpy(continuous_features(codes))
+        return self.dit.embed_cond(
+            torch.from_numpy(codes.action), torch.from_numpy(codes.emotion), cont, torch.full((1, 1), t)
+        )
+
+    def generate(self, cond: ChunkCondition, cancel: threading.Event | None = None) -> PendingChunk | None:
+        """Denoise the next chunk under cond; None if cancel was set before it finished.
+
+        Raises ConditionError for a malformed condition. The committed cache is never modified here.
+        """
+        cond.validate()
+        phase0 = next_phase(self.last_action, self.last_phase0, cond.action)
+        pos = torch.tensor([float(self.cache.next_position())], dtype=torch.float64)
+        cos, sin = self.dit.rope_tables(pos)
+        attend = self.cache.attend
+        if cancel is not None:  # also check between blocks: an interrupt need not wait for a whole step
+            inner = attend
+
+            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                if cancel.is_set():
+                    raise Cancelled
+                return inner(layer, q, k, v)
+
+        x0 = torch.zeros(self._latent_shape)  # pure noise at t = 1 whatever x0 is
+        try:
+            with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+                for step, t in enumerate(self.levels):
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled
+                    x = renoise(x0, seeded_noise(self.seed, self.index, step, self._latent_shape), t)
+                    x0, _ = self.dit.run(x, self._cond(cond, phase0, t), cos, sin, attend, base=self._base)
+        except Cancelled:
+            return None
+        return PendingChunk(self.index, x0, cond, phase0)
+
+    def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
+        """Write the chunk into the cache (one pass over it at the context noise level) and decode it."""
+        if pending.index != self.index:
+            raise ValueError(
+                f"pending chunk {pending.index} does not follow the session (at chunk {self.index})"
+            )
+        pos = torch.tensor([float(self.cache.next_position())], dtype=torch.float64)
+        cos, sin = self.dit.rope_tables(pos)
+        noise = seeded_noise(self.seed, self.index, COMMIT_STEP, self._latent_shape)
+        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+            ctx = renoise(pending.latent, noise, CONTEXT_T)
+            _, kv = self.dit.run(
+                ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
+            )
+            self.cache.commit(kv)
+        self._meta.append((self.last_action, self.last_phase0, self._base))
+        self._base = ctx
+        self.last_action, self.last_phase0 = pending.condition.action, pending.phase0
+        self.index += 1
+        return self.decode(pending) if decode else None
+
+    def decode(self, pending: PendingChunk) -> np.ndarray:
+        """Pixels of a chunk: (4, 128, 128, 3) uint8."""
+        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+            px = self.codec.decode(pending.latent[:, 0])
+        return to_uint8(px[0]).numpy()
+
+    def step(self, cond: ChunkCondition) -> np.ndarray:
+        """generate + commit + decode in one call (no cancellation)."""
+        pending = self.generate(cond)
+        assert pending is not None
+        return self.commit(pending)
+
+    def rollback(self, k: int) -> None:
+        """Forget the last k committed chunks; the next generate continues from there."""
+        if k > len(self._meta):
+            raise RollbackError(
+                f"cannot roll back {k} chunks: the journal holds the last {len(self._meta)} commits"
+            )
+        self.cache.rollback(k)
+        for _ in range(k):
+            self.last_action, self.last_phase0, self._base = self._meta.pop()
+        self.index -= k
+
+    def snapshot(self) -> SessionSnapshot:
+        """The session's committed state (cache, chunk index, condition phase, seed)."""
+        return SessionSnapshot(
+            self.cache.snapshot(),
+            self._base.clone(),
+            self.index,
+            self.last_action,
+            self.last_phase0,
+            self.seed,
+        )
+
+    def restore(self, snap: SessionSnapshot) -> None:
+        """Continue from a snapshot; the rollback journal is cleared (it described another history)."""
+        self.cache.restore(snap.cache)
+        self.cache.journal.clear()
+        self._meta.clear()
+        self._base = snap.base.clone()
+        self.index, self.last_action, self.last_phase0, self.seed = (
+            snap.index,
+            snap.last_action,
+            snap.last_phase0,
+            snap.seed,
+        )

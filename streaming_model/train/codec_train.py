@@ -1,0 +1,189 @@
+"""Train the latent codec on the procedural world, in the background, resuming from its checkpoint.
+
+    nice -n 19 python -m streaming_model.train.codec_train --minutes 40
+
+Writes checkpoints/codec/ckpt.pt (every few minutes), checkpoints/codec/log.jsonl, and on exit (or with
+--export) streaming_model/weights/codec.safetensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from ..codec import Codec, CodecConfig, to_pixels
+from ..loading import load_codec
+from ..weights import WEIGHTS_DIR, save_weights
+from ..world import palette as P
+from ..world.episodes import random_episode
+from ..world.render import _BACKGROUND
+from .common import Progress, load_checkpoint, save_checkpoint
+
+CKPT_DIR = Path("checkpoints/codec")
+POOL_WORLDS, POOL_CHUNKS = 16, 15  # one refill renders this many worlds x chunks
+
+
+def chunks_of(seed: int, n: int, k: int) -> torch.Tensor:
+    """Random episodes cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
+    ep = random_episode(seed, n, k)
+    return torch.from_numpy(ep.frames.reshape(n * k, 4, *ep.frames.shape[2:]))
+
+
+def character_weight(frames: torch.Tensor, face: float = 0.0) -> torch.Tensor:
+    """Per-pixel loss weight: 1 on the background, 5 on and around the character (paws, limbs carry
+    the probes' signal), plus `face` on and around the eyes and mouth (a few pixels that carry gaze,
+    emotion and lip sync)."""
+    f = frames.float()
+
+    def grown(mask: torch.Tensor, k: int) -> torch.Tensor:
+        flat = mask.float().flatten(0, -3)[:, None]
+        return F.max_pool2d(flat, k, stride=1, padding=k // 2).reshape(mask.shape)[..., None, :, :]
+
+    w = 1.0 + 4.0 * grown((f - torch.from_numpy(_BACKGROUND)).abs().sum(-1) > 30, 5)
+    if face:
+        feats = [
+            (f - torch.from_numpy(c)).abs().sum(-1) < 60 for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)
+        ]
+        w = w + face * grown(feats[0] | feats[1] | feats[2], 7)
+    return w
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    """PSNR in dB of two pixel tensors in [-1, 1]."""
+    mse = ((a.float().clamp(-1, 1) - b.float()) ** 2).mean() / 4.0
+    return float(10 * torch.log10(1.0 / mse))
+
+
+def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool) -> float:
+    """Write the shipped codec weights (fp16); with rescale, first set the latent scale from validation
+    data (never after the transformer's data was encoded: that would change its latents)."""
+    if rescale:
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+            z = model.encoder(to_pixels(val)).float()
+        model.scale.fill_(float(1.0 / z.std()))
+    tensors = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    save_weights(WEIGHTS_DIR / "codec.safetensors", "codec", model.cfg, tensors, info)
+    return float(model.scale)
+
+
+def main() -> None:
+    """Train for --minutes (this run), checkpointing; resume if a checkpoint exists."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ckpt-every-min", type=float, default=3.0)
+    ap.add_argument("--until-psnr", type=float, default=99.0, help="stop early at this validation PSNR")
+    ap.add_argument("--face-weight", type=float, default=0.0, help="extra loss weight on eyes and mouth")
+    ap.add_argument(
+        "--decoder-only",
+        action="store_true",
+        help="freeze the encoder (and latent scale) so latents already encoded for the transformer stay valid",
+    )
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    CKPT_DIR.mkdir(parents=True, exist_ok=True)
+
+    cfg = CodecConfig()
+    model = Codec(cfg)
+    params = model.decoder.parameters() if args.decoder_only else model.parameters()
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    step, elapsed, psnr_log = 0, 0.0, []
+    ck = load_checkpoint(CKPT_DIR / "ckpt.pt")
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        if ck.get("decoder_only", False) == args.decoder_only:  # optimizer state fits the same params
+            opt.load_state_dict(ck["opt"])
+        step, elapsed, psnr_log = ck["step"], ck["elapsed"], ck["psnr_log"]
+        print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+    if args.decoder_only:  # the shipped encoder and scale made the transformer's latents: keep them exact
+        shipped = load_codec()
+        model.encoder.load_state_dict(shipped.encoder.state_dict())
+        model.scale.copy_(shipped.scale)
+        model.encoder.requires_grad_(False)
+
+    val = chunks_of(10_000, 8, 4)  # 32 held-out chunks (seeds >= 10000 are never trained on)
+    pool = torch.cat([chunks_of(step + i, POOL_WORLDS, POOL_CHUNKS) for i in range(8)])
+    refill_seed = step + 8
+    est_steps = step + int(args.minutes * 60 * 3)
+    prog = Progress(CKPT_DIR / "log.jsonl", est_steps, step, elapsed)
+    t_end = time.time() + args.minutes * 60
+    last_ck = time.time()
+    gen = torch.Generator().manual_seed(step)
+
+    def checkpoint() -> None:
+        save_checkpoint(
+            CKPT_DIR / "ckpt.pt",
+            {
+                "model": model.state_dict(),
+                "opt": opt.state_dict(),
+                "step": step,
+                "elapsed": prog.elapsed(),
+                "psnr_log": psnr_log,
+                "decoder_only": args.decoder_only,
+            },
+        )
+
+    loss_acc = 0.0
+    while time.time() < t_end:
+        if step % 100 == 0 and step > 0:  # swap an eighth of the pool for fresh episodes
+            fresh = chunks_of(refill_seed, POOL_WORLDS, POOL_CHUNKS)
+            refill_seed += 1
+            idx = torch.randperm(len(pool), generator=gen)[: len(fresh)]
+            pool[idx] = fresh
+        batch = pool[torch.randint(len(pool), (args.batch,), generator=gen)]
+        x = to_pixels(batch)
+        w = character_weight(batch, face=args.face_weight)
+        lr = args.lr * min(1.0, (step + 1) / 200)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast("cpu", torch.bfloat16):
+            if args.decoder_only:
+                with torch.no_grad():
+                    z = model.encoder(x)
+            else:
+                z = model.encoder(x)
+            # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
+            zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen)
+            y = model.decoder(zn)
+        err = y.float() - x
+        loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        loss_acc += loss.item()
+        if step % 50 == 0:
+            metrics = {"loss": loss_acc / 50, "lr": lr}
+            loss_acc = 0.0
+            if step % 200 == 0:
+                with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+                    rec = torch.cat([model.decoder(model.encoder(to_pixels(v[None]))) for v in val])
+                metrics["val_psnr"] = psnr(rec, to_pixels(val))
+                psnr_log.append((round(prog.elapsed() / 60, 2), step, metrics["val_psnr"]))
+            prog.report(step, **metrics)
+            if metrics.get("val_psnr", 0.0) >= args.until_psnr:
+                break
+        if time.time() - last_ck > args.ckpt_every_min * 60:
+            checkpoint()
+            last_ck = time.time()
+    checkpoint()
+    info = {
+        "steps": step,
+        "train_minutes": round(prog.elapsed() / 60, 1),
+        "psnr_log": psnr_log[-20:],
+        "hardware": "2 CPU cores (AMD EPYC), bf16 autocast, niced under other work",
+    }
+    scale = export(model, val, info, rescale=not args.decoder_only)
+    print(f"exported codec, latent scale {scale:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

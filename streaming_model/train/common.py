@@ -1,0 +1,58 @@
+"""Shared training plumbing: atomic checkpoints, progress lines with ETA, a timing log."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write atomically (tmp + rename) so a kill mid-write never leaves a broken checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any] | None:
+    """The checkpoint at path, or None when training starts fresh."""
+    if not path.exists():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+class Progress:
+    """Prints steps/s, loss and ETA; appends a JSON line per report to a log file."""
+
+    def __init__(self, log_path: Path, total_steps: int, start_step: int, elapsed_before: float) -> None:
+        self.log_path = log_path
+        self.total = total_steps
+        self.t0 = time.time()
+        self.step0 = start_step
+        self.elapsed_before = elapsed_before
+        self.last_t = self.t0
+        self.last_step = start_step
+
+    def elapsed(self) -> float:
+        """Training seconds over all runs (resumes included)."""
+        return self.elapsed_before + time.time() - self.t0
+
+    def report(self, step: int, **metrics: float) -> None:
+        """Log one line: rate since the last report, ETA to total_steps, the given metrics."""
+        now = time.time()
+        rate = (step - self.last_step) / max(now - self.last_t, 1e-9)
+        eta_min = (self.total - step) / max(rate, 1e-9) / 60.0
+        self.last_t, self.last_step = now, step
+        rec = {"step": step, "steps_per_s": round(rate, 3), "eta_min": round(eta_min, 1)}
+        rec["elapsed_min"] = round(self.elapsed() / 60.0, 2)
+        rec.update({k: round(float(v), 5) for k, v in metrics.items()})
+        rec["utc"] = time.strftime("%H:%M:%S", time.gmtime(now))
+        line = json.dumps(rec)
+        print(line, flush=True)
+        with self.log_path.open("a") as fh:
+            fh.write(line + "\n")

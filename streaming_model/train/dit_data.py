@@ -1,0 +1,117 @@
+"""Encode random episodes into latent shards for the transformer (resumable: existing shards are kept).
+
+    nice -n 19 python -m streaming_model.train.dit_data --shards 8
+
+Each shard holds E episodes x K chunks: latents (E, K, C, 16, 16) fp16, character and face token
+masks (E, K, 64), the chunk conditions and the identities; plus the identities' reference latents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..codec import to_pixels
+from ..loading import load_codec
+from ..world import palette as P
+from ..world.episodes import random_episode, reference_chunk
+from ..world.palette import NUM_IDENTITIES
+from ..world.render import _BACKGROUND
+
+DATA_DIR = Path("checkpoints/dit_data")
+FIELDS = ("action", "emotion", "target", "gaze", "paw", "speaking", "audio", "phase0")
+
+
+def _blocks(mask: np.ndarray, patch_px: int) -> np.ndarray:
+    """(..., 4, H, W) bool -> (..., 64) bool: any pixel of any frame inside each token's block."""
+    any_t = mask.any(-3)
+    h, w = any_t.shape[-2:]
+    blocks = any_t.reshape(*any_t.shape[:-2], h // patch_px, patch_px, w // patch_px, patch_px)
+    return blocks.any((-1, -3)).reshape(*any_t.shape[:-2], -1)
+
+
+def token_mask(frames: np.ndarray, patch_px: int = 16) -> np.ndarray:
+    """(..., 4, H, W, 3) uint8 chunks -> (..., 64) bool: does the character touch this token's pixels."""
+    diff = np.abs(frames.astype(np.int16) - _BACKGROUND.astype(np.int16)).sum(-1) > 30
+    return _blocks(diff, patch_px)
+
+
+def face_mask(frames: np.ndarray, patch_px: int = 16) -> np.ndarray:
+    """(..., 64) bool: tokens holding eyes or mouth (small features that carry gaze, emotion, lip sync)."""
+    f = frames.astype(np.int16)
+    near = [np.abs(f - c.astype(np.int16)).sum(-1) < 60 for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)]
+    return _blocks(near[0] | near[1] | near[2], patch_px)
+
+
+@torch.no_grad()
+def encode_chunks(codec: torch.nn.Module, chunks: np.ndarray, batch: int = 32) -> np.ndarray:
+    """(N, 4, H, W, 3) uint8 -> (N, C, 16, 16) float16 normalised latents."""
+    out = []
+    for i in range(0, len(chunks), batch):
+        with torch.autocast("cpu", torch.bfloat16):
+            out.append(codec.encode(to_pixels(torch.from_numpy(chunks[i : i + batch]))).float())
+    return torch.cat(out).numpy().astype(np.float16)
+
+
+def reference_latents(codec: torch.nn.Module) -> np.ndarray:
+    """(identities, C, 16, 16): the latent of each identity's reference chunk."""
+    return encode_chunks(codec, reference_chunk(np.arange(NUM_IDENTITIES)))
+
+
+def build_shard(codec: torch.nn.Module, seed: int, episodes: int, chunks: int, path: Path) -> None:
+    """Render and encode one shard (in groups of 10 worlds to bound memory)."""
+    lat, masks, faces, codes, ids = [], [], [], [], []
+    for g in range(0, episodes, 10):
+        ep = random_episode(seed * 1000 + g, min(10, episodes - g), chunks)
+        n = ep.frames.shape[0]
+        ch = ep.frames.reshape(n * chunks, 4, *ep.frames.shape[2:])
+        lat.append(encode_chunks(codec, ch).reshape(n, chunks, *codec_latent_shape(codec)))
+        masks.append(token_mask(ch).reshape(n, chunks, -1))
+        faces.append(face_mask(ch).reshape(n, chunks, -1))
+        codes.append({f: getattr(ep.codes, f) for f in FIELDS})
+        ids.append(ep.identity)
+    arrays = {f: np.concatenate([c[f] for c in codes]) for f in FIELDS}
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(
+        tmp,
+        latents=np.concatenate(lat),
+        masks=np.concatenate(masks),
+        faces=np.concatenate(faces),
+        identity=np.concatenate(ids),
+        reference=reference_latents(codec),
+        **arrays,
+    )
+    tmp.replace(path)
+
+
+def codec_latent_shape(codec: torch.nn.Module) -> tuple[int, int, int]:
+    """(C, 16, 16) of the codec's latents."""
+    return (codec.cfg.latent_channels, 16, 16)
+
+
+def main() -> None:
+    """Build --shards shards (skipping ones already on disk); shard 0 is held out for validation."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--episodes", type=int, default=50)
+    ap.add_argument("--chunks", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    codec = load_codec()
+    for i in range(args.shards):
+        path = DATA_DIR / f"shard_{i:04d}.npz"
+        if path.exists():
+            continue
+        t0 = time.time()
+        build_shard(codec, 7_000 + i, args.episodes, args.chunks, path)
+        print(f"{path}: {args.episodes * args.chunks} chunks in {time.time() - t0:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

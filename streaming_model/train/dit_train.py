@@ -1,0 +1,268 @@
+"""Train the causal transformer on latent shards, in the background, resuming from its checkpoint.
+
+    nice -n 19 python -m streaming_model.train.dit_train --minutes 60
+
+Recipe (from the failed first try in shared/ENVIRONMENT.md):
+- x0 prediction; target noise levels drawn mostly at the levels the 2-step sampler visits (1.0, 0.5),
+  some at the 4-step teacher's levels, the rest skewed toward high noise;
+- teacher forcing over sequences of T chunks in one pass: clean context copies and noisy targets, a
+  block-causal mask giving each target the reference plus the `window` previous clean chunks, exactly
+  what the streaming cache gives at inference;
+- context chunks noised to a random small level (the model is told the level) against drift;
+- extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x); bf16 autocast; AdamW with warmup; EMA weights.
+Writes checkpoints/dit/ckpt.pt, checkpoints/dit/log.jsonl and streaming_model/weights/dit.safetensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..condition import ChunkCodes, continuous_features
+from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend
+from ..weights import WEIGHTS_DIR, save_weights
+from .common import Progress, load_checkpoint, save_checkpoint
+from .dit_data import DATA_DIR, FIELDS
+
+CKPT_DIR = Path("checkpoints/dit")
+SEQ = 8  # chunks per training sequence
+CHAR_WEIGHT = 4.0  # extra loss weight on tokens the character touches
+FACE_WEIGHT = 8.0  # and more on eyes and mouth: a few pixels that carry gaze, emotion and lip sync
+
+
+class Shards:
+    """All latent shards in memory; shard 0 is the validation set."""
+
+    def __init__(self) -> None:
+        files = sorted(DATA_DIR.glob("shard_*.npz"))
+        if len(files) < 2:
+            raise SystemExit(f"need at least 2 shards in {DATA_DIR}; run streaming_model.train.dit_data")
+        self.files = files
+
+        def load(fs: list[Path]) -> dict[str, np.ndarray]:
+            parts = [dict(np.load(f)) for f in fs]
+            return {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "reference"}
+
+        self.reference = np.load(files[0])["reference"].astype(np.float32)
+        self.val = load(files[:1])
+        self.train = load(files[1:])
+
+
+def sample_levels(gen: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    """Target noise levels: 35% 1.0, 25% 0.5, 15% 0.75/0.25, 25% logit-normal skewed high."""
+    u = torch.rand(shape, generator=gen)
+    ln = torch.sigmoid(torch.randn(shape, generator=gen) * 1.0 + 0.4)
+    pick = torch.where(torch.rand(shape, generator=gen) < 0.5, 0.75, 0.25)
+    t = torch.where(u < 0.35, 1.0, torch.where(u < 0.6, 0.5, torch.where(u < 0.75, pick, ln)))
+    return t.clamp(0.02, 1.0)
+
+
+def teacher_forcing_mask(window: int, seq: int, tokens: int) -> torch.Tensor:
+    """Mask over chunks [ref, clean 0..seq-2, noisy 0..seq-1]: each chunk sees the reference, the
+    `window` clean chunks before it and itself; clean chunks are what the cache holds at inference."""
+    attends = [[0]]
+    for j in range(seq - 1):  # clean chunk j sits at index 1 + j
+        attends.append([0, *range(max(1, 1 + j - window), 1 + j + 1)])
+    for j in range(seq):  # noisy chunk j sits at index seq + j
+        attends.append([0, *range(max(1, 1 + j - window), 1 + j), seq + j])
+    return block_causal_mask(attends, tokens)
+
+
+class Batcher:
+    """Builds teacher-forcing batches: chunk list [ref, clean 0..T-2, noisy 0..T-1]."""
+
+    def __init__(self, cfg: DiTConfig, data: dict[str, np.ndarray], reference: np.ndarray) -> None:
+        self.cfg, self.d, self.ref = cfg, data, reference
+        self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
+
+    def batch(self, gen: torch.Generator, b: int) -> dict[str, torch.Tensor]:
+        """One batch of b sequences with noise, conditions, positions and loss weights."""
+        e_count, k = self.d["latents"].shape[:2]
+        ep = torch.randint(e_count, (b,), generator=gen).numpy()
+        # A quarter of the batches start their episodes (the session start: reference pose, position 1).
+        episode_start = torch.rand(1, generator=gen).item() < 0.25
+        start = torch.randint(k - SEQ + 1, (b,), generator=gen).numpy() * (not episode_start)
+        idx = (ep[:, None], start[:, None] + np.arange(SEQ))
+        x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
+        tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
+        tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
+        codes = ChunkCodes(*(self.d[f][idx] for f in FIELDS))
+        cont = torch.from_numpy(continuous_features(codes))
+        action = torch.from_numpy(codes.action)
+        emotion = torch.from_numpy(codes.emotion)
+        ref = torch.from_numpy(self.ref[self.d["identity"][ep]])[:, None]
+
+        t = sample_levels(gen, (b, SEQ))
+        noise = torch.randn(x0.shape, generator=gen)
+        noisy = (1 - t)[..., None, None, None] * x0 + t[..., None, None, None] * noise
+        t_ctx = torch.rand(b, SEQ - 1, generator=gen) * 0.2
+        t_ctx = torch.where(torch.rand(b, SEQ - 1, generator=gen) < 0.3, 0.0, t_ctx)
+        ctx = x0[:, :-1]
+        ctx = (1 - t_ctx)[..., None, None, None] * ctx + t_ctx[..., None, None, None] * torch.randn(
+            ctx.shape, generator=gen
+        )
+        # A target sees its full history only from chunk `window` on, or when the sequence starts the
+        # episode; earlier targets of mid-episode sequences have truncated context and get no loss.
+        valid = (torch.arange(SEQ)[None] >= self.cfg.window) | torch.from_numpy(start == 0)[:, None]
+        # Time positions: the reference at 0, chunks at off..off+SEQ-1 (distance to the reference is
+        # drawn over the trained range, as the runtime's rebasing keeps it there).
+        hi = self.cfg.max_distance - SEQ + 1
+        off = 1 if episode_start else int(torch.randint(self.cfg.window + 1, hi + 1, (1,), generator=gen))
+        return {
+            "z": torch.cat([ref, ctx, noisy], dim=1),
+            "x0": x0,
+            "t": t,
+            "t_ctx": t_ctx,
+            "action": action,
+            "emotion": emotion,
+            "cont": cont,
+            "weight": tok_w * valid[..., None],
+            "pos": torch.cat([torch.zeros(1), off + torch.arange(SEQ - 1), off + torch.arange(SEQ)]).float(),
+        }
+
+
+def loss_on(
+    model: DiT, bt: dict[str, torch.Tensor], mask: torch.Tensor, rollout: torch.Generator | None = None
+) -> torch.Tensor:
+    """Weighted x0 MSE over the noisy chunks' tokens.
+
+    rollout: when given (a noise generator), the context is first replaced by the model's own one-step
+    predictions (from pure noise, given the true context), re-noised like any context, so the model
+    learns to continue from, and correct, what it generated itself (against drift).
+    """
+    b = bt["z"].shape[0]
+    ref_c = model.reference_cond(b)
+    ctx_c = model.embed_cond(bt["action"][:, :-1], bt["emotion"][:, :-1], bt["cont"][:, :-1], bt["t_ctx"])
+    tgt_c = model.embed_cond(bt["action"], bt["emotion"], bt["cont"], bt["t"])
+    c = torch.cat([ref_c, ctx_c, tgt_c], dim=1)
+    cos, sin = model.rope_tables(bt["pos"])
+    z = bt["z"]
+    if rollout is not None:
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+            one = model.embed_cond(bt["action"], bt["emotion"], bt["cont"], torch.ones_like(bt["t"]))
+            pure = torch.randn(z[:, SEQ:].shape, generator=rollout)
+            z1 = torch.cat([z[:, :SEQ], pure], dim=1)
+            base1 = torch.cat([torch.zeros_like(z[:, :SEQ]), z[:, :SEQ]], dim=1)
+            own, _ = model.run(
+                z1, torch.cat([ref_c, ctx_c, one], dim=1), cos, sin, masked_attend(mask), base1
+            )
+            t_ctx = bt["t_ctx"][..., None, None, None]
+            ctx = (1 - t_ctx) * own[:, SEQ:-1] + t_ctx * torch.randn(own[:, SEQ:-1].shape, generator=rollout)
+            z = torch.cat([z[:, :1], ctx, z[:, SEQ:]], dim=1)
+    with torch.autocast("cpu", torch.bfloat16):
+        # Noisy chunk j's base is the chunk before it as the model sees it: the reference for j = 0
+        # (episodes start in the reference pose), else context chunk j - 1; both sit at index j.
+        base = torch.cat([torch.zeros_like(z[:, :SEQ]), z[:, :SEQ]], dim=1)
+        pred, _ = model.run(z, c, cos, sin, masked_attend(mask), base=base)
+    pred = pred[:, SEQ:]
+    err = (pred - bt["x0"]).pow(2)  # (b, SEQ, C, 16, 16)
+    p = model.cfg.patch
+    err_tok = err.reshape(*err.shape[:3], 8, p, 8, p).mean((2, 4, 6)).reshape(*err.shape[:2], -1)
+    w = bt["weight"]
+    return (err_tok * w).sum() / w.sum().clamp_min(1.0)
+
+
+def export(ema: DiT, step: int, minutes: float, val_log: list) -> None:
+    """Write the EMA weights (fp16) as the shipped transformer."""
+    tensors = {k: v.half() for k, v in ema.state_dict().items()}
+    info = {
+        "steps": step,
+        "train_minutes": round(minutes, 1),
+        "val_log": val_log[-30:],
+        "hardware": "2 CPU cores (AMD EPYC), bf16 autocast, shared with other work",
+    }
+    save_weights(WEIGHTS_DIR / "dit.safetensors", "dit", ema.cfg, tensors, info)
+
+
+def main() -> None:
+    """Train for --minutes (this run), checkpointing and exporting; resume if a checkpoint exists."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=6e-4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ckpt-every-min", type=float, default=4.0)
+    ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
+    ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    CKPT_DIR.mkdir(parents=True, exist_ok=True)
+    cfg = DiTConfig()
+    model = DiT(cfg)
+    ema = copy.deepcopy(model).requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.01)
+    step, elapsed, val_log = 0, 0.0, []
+    ck = load_checkpoint(CKPT_DIR / "ckpt.pt")
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        ema.load_state_dict(ck["ema"])
+        opt.load_state_dict(ck["opt"])
+        step, elapsed, val_log = ck["step"], ck["elapsed"], ck["val_log"]
+        print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+    shards = Shards()
+    print(
+        f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",
+        flush=True,
+    )
+    train_b = Batcher(cfg, shards.train, shards.reference)
+    val_b = Batcher(cfg, shards.val, shards.reference)
+    val_batches = [val_b.batch(torch.Generator().manual_seed(i), 4) for i in range(3)]
+    gen = torch.Generator().manual_seed(1 + step)
+    prog = Progress(CKPT_DIR / "log.jsonl", step + int(args.minutes * 60 / 1.5), step, elapsed)
+    t_end = time.time() + args.minutes * 60
+    last_ck = time.time()
+    loss_acc, n_acc = 0.0, 0
+
+    def checkpoint() -> None:
+        save_checkpoint(
+            CKPT_DIR / "ckpt.pt",
+            {
+                "model": model.state_dict(),
+                "ema": ema.state_dict(),
+                "opt": opt.state_dict(),
+                "step": step,
+                "elapsed": prog.elapsed(),
+                "val_log": val_log,
+            },
+        )
+        export(ema, step, prog.elapsed() / 60, val_log)
+
+    while time.time() < t_end:
+        lr = args.lr * min(1.0, (step + 1) / 300)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        use_rollout = step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob
+        loss = loss_on(model, train_b.batch(gen, args.batch), train_b.mask, gen if use_rollout else None)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        decay = min(0.995, (1 + step) / (10 + step))
+        with torch.no_grad():
+            for pe, pm in zip(ema.parameters(), model.parameters(), strict=True):
+                pe.lerp_(pm, 1 - decay)
+        step += 1
+        loss_acc, n_acc = loss_acc + loss.item(), n_acc + 1
+        if step % 25 == 0:
+            metrics = {"loss": loss_acc / n_acc, "lr": lr}
+            loss_acc, n_acc = 0.0, 0
+            if step % 200 == 0:
+                with torch.no_grad():
+                    metrics["val_loss"] = float(
+                        np.mean([loss_on(ema, vb, val_b.mask).item() for vb in val_batches])
+                    )
+                val_log.append((round(prog.elapsed() / 60, 2), step, round(metrics["val_loss"], 5)))
+            prog.report(step, **metrics)
+        if time.time() - last_ck > args.ckpt_every_min * 60:
+            checkpoint()
+            last_ck = time.time()
+    checkpoint()
+
+
+if __name__ == "__main__":
+    main()

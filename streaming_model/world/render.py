@@ -1,0 +1,116 @@
+"""Render world states to RGB frames (N, 128, 128, 3) uint8."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..manifest import FRAME_SIZE
+from . import palette as P
+from .raster import arc, bar, capsule, ellipse, paint
+from .state import WorldState
+
+FLOOR_Y = 108.0
+HEAD_R = 13.0
+SIT_DROP = 12.0
+
+_Y, _X = np.mgrid[0:FRAME_SIZE, 0:FRAME_SIZE].astype(np.float32) + 0.5
+_BACKGROUND = np.where((_Y >= FLOOR_Y)[..., None], P.FLOOR, P.SKY).astype(np.float32)
+
+# Crop window around the character: rendering only there is ~2.5x faster than the full frame.
+CROP_W = 64
+CROP_TOP = 8
+_CY, _CX = np.mgrid[CROP_TOP:FRAME_SIZE, 0:CROP_W].astype(np.float32) + 0.5
+
+
+def geometry(s: WorldState) -> dict[str, np.ndarray]:
+    """Screen positions of the body parts (shared by the renderer and the probes' tests)."""
+    lift = s.jump_y - SIT_DROP * s.sit
+    torso_cy = FLOOR_Y - 34.0 - lift
+    head_cx = s.x + s.shake + s.head_dx + 1.5 * s.facing
+    head_cy = FLOOR_Y - 60.0 - lift + s.nod + s.head_dy
+    shoulder_y = torso_cy - 8.0
+    return {"torso_cy": torso_cy, "head_cx": head_cx, "head_cy": head_cy, "shoulder_y": shoulder_y}
+
+
+def render(s: WorldState) -> np.ndarray:
+    """Draw every world of the batch; returns uint8 frames (N, H, W, 3)."""
+    n = len(s.x)
+    ox = np.round(s.x).astype(np.int64) - CROP_W // 2  # crop origin per frame
+    X = _CX[None] + ox[:, None, None].astype(np.float32)
+    Y = _CY[None]
+    canvas = np.broadcast_to(_crop_background(ox), (n, FRAME_SIZE - CROP_TOP, CROP_W, 3)).copy()
+    pal = P.PALETTES[s.identity]  # (N, 3, 3)
+    body, belly, limb = pal[:, 0], pal[:, 1], pal[:, 2]
+    g = {k: v[:, None, None] for k, v in geometry(s).items()}
+    c = {k: getattr(s, k)[:, None, None] for k in ("x", "facing", "sit", "jump_y", "paw_l", "paw_r", "wave")}
+    x, f, sit, jy = c["x"], c["facing"], c["sit"], c["jump_y"]
+
+    # Shadow on the floor shrinks as the character rises.
+    shrink = 1.0 - 0.5 * np.minimum(jy / 16.0, 1.0)
+    sh = ellipse(X, Y, x, FLOOR_Y + 1.5, 17.0 * shrink, 3.0)
+    canvas -= sh[..., None] * (1.0 - P.SHADOW_DARKEN) * canvas * (Y >= FLOOR_Y)[..., None]
+
+    lift = jy - SIT_DROP * sit
+    hip_y = FLOOR_Y - 22.0 - lift
+    walk = np.sin(x * (2 * np.pi / 12.0)) * (np.abs(f) > 0.5)  # stride follows position
+    for side in (-1.0, 1.0):
+        foot_x = x + side * 6.0 + 4.0 * walk * side + 10.0 * sit * f
+        foot_y = FLOOR_Y - 3.0 - jy + 4.0 * sit * 0
+        paint(canvas, capsule(X, Y, x + side * 5.0, hip_y, foot_x, foot_y, 3.5), limb)
+
+    torso_cy = g["torso_cy"]
+    paint(canvas, ellipse(X, Y, x, torso_cy, 12.5, 15.0), body)
+    paint(canvas, ellipse(X, Y, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
+
+    shoulder_y = g["shoulder_y"]
+    for side, raise_ in ((-1.0, c["paw_l"]), (1.0, c["paw_r"])):
+        sx = x + side * 11.0
+        rest_x, rest_y = sx + side * 5.0, shoulder_y + 17.0
+        up_x, up_y = sx + side * 8.0 + 5.0 * c["wave"], shoulder_y - 17.0
+        px = rest_x + (up_x - rest_x) * raise_
+        py = rest_y + (up_y - rest_y) * raise_
+        paint(canvas, capsule(X, Y, sx, shoulder_y, px, py, 3.0), limb)
+        paint(canvas, ellipse(X, Y, px, py, 4.5, 4.5), limb)
+
+    hx, hy = g["head_cx"], g["head_cy"]
+    for side in (-1.0, 1.0):
+        paint(canvas, ellipse(X, Y, hx + side * 10.0 + 2.0 * f, hy - 11.0, 4.5, 4.5), limb)
+    paint(canvas, ellipse(X, Y, hx, hy, HEAD_R, HEAD_R), body)
+
+    emo = s.emo[:, :, None, None]  # neutral, happy, sad, surprised, angry
+    wide = s.eye_wide[:, None, None]
+    eye_ry = 4.0 + 1.5 * wide
+    brow_lift = 1.5 * emo[:, 1] + 2.5 * emo[:, 3] + 1.5 * wide - 0.5 * emo[:, 4]
+    brow_tilt = 0.45 * emo[:, 2] - 0.5 * emo[:, 4]  # sad: inner ends up; angry: inner ends down
+    for side in (-1.0, 1.0):
+        ex = hx + side * 5.5 + 4.0 * f
+        ey = hy - 2.0
+        far = np.clip(-side * f, 0.0, 1.0)  # the eye on the side turned away narrows
+        paint(canvas, ellipse(X, Y, ex, ey, 3.6 * (1.0 - 0.45 * far), eye_ry), P.EYE_WHITE)
+        gx = s.gaze_x[:, None, None]
+        gy = s.gaze_y[:, None, None]
+        paint(canvas, ellipse(X, Y, ex + 1.6 * gx + 0.8 * f, ey + 1.8 * gy, 1.8, 1.8), P.PUPIL)
+        paint(canvas, bar(X, Y, ex, ey - 6.0 - brow_lift, 3.5, 0.9, -side * brow_tilt), P.BROW)
+
+    mx, my = hx + 4.0 * f, hy + 7.0
+    bend = 2.2 * emo[:, 1] - 2.0 * emo[:, 2] - 0.8 * emo[:, 4]
+    paint(canvas, arc(X, Y, mx, my - bend * 0.5, 4.5, bend, 0.7), P.MOUTH_LINE)
+    open_ry = 5.0 * s.mouth[:, None, None] + 2.0 * emo[:, 3]
+    paint(canvas, ellipse(X, Y, mx, my + 0.5, 3.8, np.maximum(open_ry, 1e-3)) * (open_ry > 0.3), P.MOUTH_OPEN)
+
+    frames = np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
+    _paste(frames, canvas, ox)
+    return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
+
+
+def _crop_background(ox: np.ndarray) -> np.ndarray:
+    """Background under each crop: only the rows matter, the background is uniform along x."""
+    return _BACKGROUND[None, CROP_TOP:, :CROP_W]
+
+
+def _paste(frames: np.ndarray, canvas: np.ndarray, ox: np.ndarray) -> None:
+    """Write each crop into its frame at column offset ox, dropping columns outside the frame."""
+    cols = ox[:, None] + np.arange(CROP_W)  # (N, CROP_W)
+    ok = (cols >= 0) & (cols < FRAME_SIZE)
+    n_idx, c_idx = np.nonzero(ok)
+    frames[n_idx, CROP_TOP:, cols[n_idx, c_idx]] = canvas[n_idx, :, c_idx]

@@ -1,0 +1,139 @@
+"""World state and its deterministic per-frame update.
+
+The next state is a function of (state, frame condition) only, so given the frames so far and the
+condition, the next chunk is (nearly) determined: that keeps the model's conditional distribution sharp.
+All arrays are batched over N independent worlds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from ..manifest import ACTION_INDEX, FPS
+
+X_MIN, X_MAX, X_HOME = 22.0, 106.0, 64.0
+WALK_SPEED = 1.5  # pixels per frame
+JUMP_PERIOD = 18  # frames; airborne for the first JUMP_AIR of them
+JUMP_AIR = 14
+JUMP_HEIGHT = 16.0
+NOD_HZ = 2.5
+WAVE_HZ = 2.0
+
+A = ACTION_INDEX
+
+
+@dataclass
+class WorldState:
+    """Per-world continuous state; every field is float32 of shape (N,) except emo (N, 5)."""
+
+    identity: np.ndarray  # int64 palette index
+    x: np.ndarray
+    facing: np.ndarray  # -1 left profile, 0 front, +1 right profile
+    turn_target: np.ndarray
+    sit: np.ndarray  # 0 standing .. 1 seated
+    paw_l: np.ndarray  # raise amount of the screen-left paw
+    paw_r: np.ndarray
+    wave: np.ndarray  # waving oscillation, -1..1
+    jump_y: np.ndarray  # height above the floor, pixels
+    nod: np.ndarray  # head vertical offset, pixels
+    shake: np.ndarray  # head horizontal offset, pixels
+    head_dx: np.ndarray  # look_at head offset
+    head_dy: np.ndarray
+    gaze_x: np.ndarray
+    gaze_y: np.ndarray
+    eye_wide: np.ndarray
+    mouth: np.ndarray  # 0 closed .. 1 fully open
+    emo: np.ndarray  # emotion blend weights
+
+    def copy(self) -> WorldState:
+        """A deep copy (states are mutated in place by step)."""
+        return replace(self, **{f.name: getattr(self, f.name).copy() for f in fields(self)})
+
+
+def initial_state(identity: np.ndarray) -> WorldState:
+    """The reference pose: standing at the centre, facing front, neutral, mouth closed."""
+    n = len(identity)
+    z = np.zeros(n, np.float32)
+    emo = np.zeros((n, 5), np.float32)
+    emo[:, 0] = 1.0
+    return WorldState(
+        identity=np.asarray(identity, np.int64),
+        x=z + X_HOME,
+        **{f.name: z.copy() for f in fields(WorldState) if f.name not in ("identity", "x", "emo")},
+        emo=emo,
+    )
+
+
+def _approach(cur: np.ndarray, target: np.ndarray, rate: float | np.ndarray) -> np.ndarray:
+    return cur + (target - cur) * rate
+
+
+def step(
+    s: WorldState,
+    action: np.ndarray,
+    phase: np.ndarray,
+    target: np.ndarray,
+    gaze: np.ndarray,
+    paw: np.ndarray,
+    emotion: np.ndarray,
+    speaking: np.ndarray,
+    audio: np.ndarray,
+) -> None:
+    """Advance every world one frame in place. phase: frames since the current action started."""
+    t = phase.astype(np.float32) / FPS
+    is_ = {name: action == idx for name, idx in A.items()}
+
+    # Walking: position and facing.
+    dx = np.where(is_["walk_right"], WALK_SPEED, 0.0) - np.where(is_["walk_left"], WALK_SPEED, 0.0)
+    s.x[:] = np.clip(s.x + dx, X_MIN, X_MAX)
+    walking = is_["walk_left"] | is_["walk_right"]
+    walk_face = np.where(is_["walk_right"], 1.0, -1.0)
+
+    # Turning picks its goal at the action's first frame: the side opposite to the current facing.
+    starting_turn = is_["turn"] & (phase == 0)
+    goal = np.where(np.abs(s.facing) < 0.3, 1.0, -np.sign(s.facing))
+    s.turn_target[:] = np.where(starting_turn, goal, s.turn_target)
+    face_goal = np.where(walking, walk_face, s.facing)
+    face_goal = np.where(is_["turn"], s.turn_target, face_goal)
+    face_goal = np.where(is_["look_at"], 0.6 * target[:, 0], face_goal)
+    face_rate = np.where(walking, 0.25, np.where(is_["turn"], 0.15, 0.12))
+    s.facing[:] = _approach(s.facing, face_goal, face_rate)
+
+    s.sit[:] = _approach(s.sit, np.where(is_["sit"], 1.0, 0.0), np.where(is_["sit"], 0.12, 0.2))
+
+    # Paws: waving raises one, startle both; everything else lowers them.
+    startle_env = np.where(phase < 12, 1.0, np.exp(-(phase - 12) / 12.0)).astype(np.float32)
+    left_goal = np.where(is_["wave"] & (paw < 0), 1.0, 0.0) + np.where(is_["startle"], 0.9 * startle_env, 0.0)
+    right_goal = np.where(is_["wave"] & (paw > 0), 1.0, 0.0) + np.where(
+        is_["startle"], 0.9 * startle_env, 0.0
+    )
+    s.paw_l[:] = _approach(s.paw_l, left_goal, 0.25)
+    s.paw_r[:] = _approach(s.paw_r, right_goal, 0.25)
+    s.wave[:] = _approach(s.wave, np.where(is_["wave"], np.sin(2 * np.pi * WAVE_HZ * t), 0.0), 0.6)
+
+    # Jumps are a function of the phase, so a held jump repeats with a fixed period.
+    cyc = phase % JUMP_PERIOD
+    jump = np.where(cyc < JUMP_AIR, JUMP_HEIGHT * np.sin(np.pi * cyc / JUMP_AIR), 0.0)
+    hop = np.where(phase < 8, 6.0 * np.sin(np.pi * phase / 8.0), 0.0)
+    jump_goal = np.where(is_["jump"], jump, np.where(is_["startle"], hop, 0.0))
+    s.jump_y[:] = np.where(is_["jump"] | is_["startle"], jump_goal, _approach(s.jump_y, 0.0, 0.5))
+
+    s.nod[:] = _approach(s.nod, np.where(is_["nod"], 3.0 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6)
+    s.shake[:] = _approach(
+        s.shake, np.where(is_["shake_head"], 3.5 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6
+    )
+
+    look = is_["look_at"]
+    s.head_dx[:] = _approach(s.head_dx, np.where(look, 3.0 * target[:, 0], 0.0), 0.2)
+    s.head_dy[:] = _approach(s.head_dy, np.where(look, 2.0 * target[:, 1], 0.0), 0.2)
+    g = np.where(look[:, None], target, gaze)
+    s.gaze_x[:] = _approach(s.gaze_x, g[:, 0], 0.4)
+    s.gaze_y[:] = _approach(s.gaze_y, g[:, 1], 0.4)
+
+    wide_goal = np.where(is_["startle"] & (phase < 18), 1.0, 0.0)
+    s.eye_wide[:] = _approach(s.eye_wide, np.maximum(wide_goal, s.emo[:, 3]), 0.4)
+    s.mouth[:] = _approach(s.mouth, np.where(speaking > 0, audio, 0.0), 0.7)
+    onehot = np.eye(5, dtype=np.float32)[emotion]
+    s.emo[:] = _approach(s.emo, onehot, 0.25)

@@ -1,0 +1,38 @@
+"""`render` writes an animated file of a scripted action sequence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import streaming_model.render as r
+from streaming_model.condition import ConditionError
+from streaming_model.render import Beat, conditions, render
+
+
+def test_render_writes_an_animated_gif_with_one_frame_per_video_frame(tmp_path: Path) -> None:
+    beats = [Beat("wave", 0.5, speaking=True), Beat("jump", 0.5)]
+    out = render(beats, tmp_path / "demo.gif", source="world", scale=1)
+    with Image.open(out) as im:
+        assert im.is_animated and im.n_frames == 24  # 2 x 0.5 s at 24 fps
+        assert im.size == (128, 128)
+
+
+def test_render_side_by_side_webp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The model half is tested in the runtime tests; here only the layout: truth left, model right.
+    monkeypatch.setattr(
+        r,
+        "model_frames",
+        lambda conds, identity, seed, steps: np.zeros((4 * len(conds), 128, 128, 3), np.uint8),
+    )
+    out = render([Beat("nod", 0.5)], tmp_path / "demo.webp", source="both", scale=1)
+    with Image.open(out) as im:
+        assert im.size == (256, 128) and im.n_frames == 12
+
+
+def test_a_script_with_an_unknown_action_is_rejected() -> None:
+    with pytest.raises(ConditionError, match="unknown action"):
+        conditions([Beat("fly")])

@@ -1,0 +1,66 @@
+"""The procedural world: deterministic, renders the body parts, random conditions are plausible."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streaming_model.manifest import ACTION_NAMES, FRAMES_PER_CHUNK
+from streaming_model.world.episodes import random_codes, random_episode, reference_chunk, simulate
+from streaming_model.world.palette import NUM_IDENTITIES, SKY
+from streaming_model.world.state import initial_state, step
+
+
+def test_same_conditions_give_identical_frames() -> None:
+    a = random_episode(3, 2, 6)
+    b = random_episode(3, 2, 6)
+    assert np.array_equal(a.frames, b.frames)
+
+
+def test_next_chunk_depends_only_on_state_and_condition() -> None:
+    # Splitting an episode at a chunk boundary and continuing from the saved state gives the same frames.
+    rng = np.random.default_rng(0)
+    codes = random_codes(rng, 2, 8)
+    identity = np.array([0, 4])
+    whole = simulate(codes, identity)
+    first = simulate(codes.window(0, 5), identity)
+    state = initial_state(identity)
+    for c in range(5):
+        for j in range(FRAMES_PER_CHUNK):
+            step(
+                state,
+                codes.action[:, c],
+                codes.phase0[:, c] + j,
+                codes.target[:, c],
+                codes.gaze[:, c],
+                codes.paw[:, c],
+                codes.emotion[:, c],
+                codes.speaking[:, c],
+                codes.audio[:, c, j],
+            )
+    rest = simulate(codes.window(5, 8), identity, state=state)
+    assert np.array_equal(np.concatenate([first.frames, rest.frames], axis=1), whole.frames)
+
+
+def test_frames_show_a_character_on_the_sky() -> None:
+    ep = random_episode(1, 1, 1)
+    frame = ep.frames[0, 0]
+    assert frame.shape == (128, 128, 3) and frame.dtype == np.uint8
+    assert np.array_equal(frame[2, 2], np.round(SKY).astype(np.uint8))
+    assert (np.abs(frame.astype(int) - SKY).sum(-1) > 60).sum() > 1000  # the character is there
+
+
+def test_random_conditions_hold_actions_half_a_second_to_three_and_cover_everything() -> None:
+    codes = random_codes(np.random.default_rng(0), 40, 60)
+    assert set(np.unique(codes.action)) == set(range(len(ACTION_NAMES)))
+    assert codes.speaking.mean() > 0.2 and codes.speaking.mean() < 0.8
+    for row in codes.action[:, :-1]:
+        changes = np.flatnonzero(np.diff(row)) + 1
+        lengths = np.diff(changes)
+        assert lengths.min() >= 3 and lengths.max() <= 18  # 3..18 chunks = 0.5..3 s
+
+
+def test_identities_differ() -> None:
+    refs = reference_chunk(np.arange(NUM_IDENTITIES))
+    for i in range(NUM_IDENTITIES):
+        for j in range(i + 1, NUM_IDENTITIES):
+            assert np.abs(refs[i].astype(int) - refs[j]).mean() > 1.5
