@@ -123,6 +123,23 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render(args: argparse.Namespace) -> int:
+    from streaming_model.render import DEMO, render
+    from streaming_model.weights import WeightsError
+
+    if Path(args.out).suffix.lower() not in (".webp", ".gif"):
+        print("onstage render: write a .webp or .gif file", file=sys.stderr)
+        return 2
+    try:
+        path = render(DEMO, args.out, seed=args.seed, identity=args.identity, source=args.source)
+    except (WeightsError, ValueError, OSError) as exc:
+        print(f"onstage render: {exc}", file=sys.stderr)
+        return 1
+    seconds = sum(beat.seconds for beat in DEMO)
+    print(f"onstage: wrote {path} ({seconds:.1f} s: {', '.join(beat.action for beat in DEMO)})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onstage", description="A live character you talk with.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,6 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-sessions", type=int, help="sessions served at once (default 4)")
     serve.set_defaults(run=_serve)
+
+    render = sub.add_parser("render", help="render a short scripted sequence of actions to a video file")
+    render.add_argument("out", nargs="?", default="onstage.webp", help="an animated .webp or .gif")
+    render.add_argument("--seed", type=int, default=0)
+    render.add_argument("--identity", type=int, default=0, help="which character (0-5)")
+    render.add_argument(
+        "--source",
+        choices=("model", "world", "both"),
+        default="model",
+        help="the default model, the procedural truth, or both side by side",
+    )
+    render.set_defaults(run=_render)
 
     token = sub.add_parser("token", help="make a client token for a server started with a token secret")
     token.add_argument("--secret", help="the server's token secret (or ONSTAGE_TOKEN_SECRET)")

@@ -1,0 +1,44 @@
+"""The onstage command line: listen prints what is heard, render writes a video, bad input says why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from server.cli import main
+from server.demo_audio import write_demo_wav
+from streaming_model.render import DEMO
+
+
+def test_listen_prints_one_json_event_per_line_with_its_type_and_position(tmp_path, capsys) -> None:
+    wav = write_demo_wav(tmp_path / "demo.wav")
+    assert main(["listen", str(wav), "--no-transcripts"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    kinds = {e["type"] for e in events}
+    assert {"speech.started", "speech.stopped", "sound.onset", "turn.ended"} <= kinds
+    assert all(isinstance(e["audio_ms"], float) for e in events)
+    assert "audio.level" not in kinds
+    started = [e["audio_ms"] for e in events if e["type"] == "speech.started"]
+    assert started[0] == pytest.approx(500.0, abs=100.0)  # the demo's first words begin at 0.5 s
+
+
+def test_listen_on_a_file_that_is_not_a_wav_says_so(tmp_path, capsys) -> None:
+    bad = tmp_path / "notes.wav"
+    bad.write_text("not audio")
+    assert main(["listen", str(bad)]) == 1
+    assert "onstage listen:" in capsys.readouterr().err
+
+
+def test_render_writes_an_animated_webp_of_the_demo_sequence(tmp_path, capsys) -> None:
+    out = tmp_path / "demo.webp"
+    assert main(["render", str(out), "--source", "both"]) == 0
+    with Image.open(out) as image:
+        assert image.n_frames == 4 * round(sum(b.seconds for b in DEMO) * 6)  # 24 fps, 4-frame chunks
+        assert image.size == (2 * 256, 2 * 128)  # truth and model side by side, doubled
+    assert "wave" in capsys.readouterr().out
+
+
+def test_render_refuses_a_format_it_cannot_write(tmp_path) -> None:
+    assert main(["render", str(tmp_path / "demo.avi")]) == 2
