@@ -25,6 +25,7 @@ import torch
 
 from ..condition import ChunkCodes, continuous_features
 from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend
+from ..loading import DIT_PATH, load_dit
 from ..weights import WEIGHTS_DIR, save_weights
 from .common import Progress, load_checkpoint, save_checkpoint
 from .dit_data import DATA_DIR, FIELDS
@@ -204,6 +205,18 @@ def main() -> None:
         opt.load_state_dict(ck["opt"])
         step, elapsed, val_log = ck["step"], ck["elapsed"], ck["val_log"]
         print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+    elif DIT_PATH.exists():
+        # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights rather
+        # than from scratch; only the optimizer's moments start afresh.
+        shipped, info = load_dit(DIT_PATH)
+        model.load_state_dict(shipped.state_dict())
+        ema.load_state_dict(shipped.state_dict())
+        step, elapsed, val_log = (
+            info.get("steps", 0),
+            60.0 * info.get("train_minutes", 0.0),
+            info.get("val_log", []),
+        )
+        print(f"continuing from the shipped weights: step {step}, {elapsed / 60:.1f} min trained", flush=True)
     shards = Shards()
     print(
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",

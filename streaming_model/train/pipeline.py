@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from ..loading import CODEC_PATH
 from .dit_data import DATA_DIR
 
 CODEC_DONE = Path("checkpoints/codec/DONE")
@@ -54,6 +55,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     threads = ["--threads", str(args.threads)]
+    if not CODEC_DONE.exists() and CODEC_PATH.exists() and codec_minutes_so_far() == 0.0:
+        # A machine without checkpoints: the shipped codec is the frozen encoder the shipped transformer
+        # was trained with, so its latents are kept (retraining it would invalidate the transformer).
+        CODEC_DONE.parent.mkdir(parents=True, exist_ok=True)
+        CODEC_DONE.write_text("encoder frozen: the shipped codec\n")
     if not CODEC_DONE.exists():
         left = args.codec_minutes - codec_minutes_so_far()
         if left > 0:
