@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from events.listener import Listener
+from events.vocabulary import Event
 from server.demo_audio import (
     RATE,
     clap,
@@ -36,3 +38,14 @@ __all__ = [
 def to_pcm16(audio: np.ndarray) -> bytes:
     """Float samples -> PCM 16-bit little-endian bytes, as a client sends them."""
     return pcm16(audio)
+
+
+def feed(listener: Listener, audio: np.ndarray, sizes: list[int] | None = None) -> list[Event]:
+    """Feed ``audio`` to ``listener`` in frames cycling through ``sizes`` (one frame if None), then flush."""
+    events: list[Event] = []
+    i, k = 0, 0
+    while i < audio.size:
+        n = audio.size if sizes is None else sizes[k % len(sizes)]
+        events += listener.feed(audio[i : i + n])
+        i, k = i + n, k + 1
+    return events + listener.flush()

@@ -16,14 +16,7 @@ from tests import sounds
 def levels(
     audio: np.ndarray, sizes: list[int] | None = None, config: LevelConfig | None = None
 ) -> list[AudioLevel]:
-    meter = LevelMeter(Stamper("t"), config)
-    out = []
-    i, k = 0, 0
-    while i < audio.size:
-        n = audio.size if sizes is None else sizes[k % len(sizes)]
-        out += meter.feed(audio[i : i + n])
-        i, k = i + n, k + 1
-    return out + meter.flush()
+    return sounds.feed(LevelMeter(Stamper("t"), config), audio, sizes)  # type: ignore[return-value]
 
 
 def tone(f0: float, seconds: float = 1.0, amplitude: float = 0.3) -> np.ndarray:

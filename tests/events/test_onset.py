@@ -16,14 +16,7 @@ BACKGROUNDS = {"silence": 0.0, "room_tone": 0.003, "steady_noise": 0.02}
 def onsets(
     audio: np.ndarray, sizes: list[int] | None = None, config: OnsetConfig | None = None
 ) -> list[SoundOnset]:
-    detector = OnsetDetector(Stamper("t"), config)
-    out = []
-    i, k = 0, 0
-    while i < audio.size:
-        n = audio.size if sizes is None else sizes[k % len(sizes)]
-        out += detector.feed(audio[i : i + n])
-        i, k = i + n, k + 1
-    return out + detector.flush()
+    return sounds.feed(OnsetDetector(Stamper("t"), config), audio, sizes)  # type: ignore[return-value]
 
 
 def background(name: str, seconds: float) -> np.ndarray:

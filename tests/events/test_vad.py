@@ -20,14 +20,7 @@ LEAD_S, TAIL_S = 1.0, 1.5
 
 def run(audio: np.ndarray, sizes: list[int] | None = None, config: VadConfig | None = None) -> list[Event]:
     """Feed ``audio`` in frames cycling through ``sizes`` (one frame if None), then flush."""
-    vad = VoiceDetector(Stamper("t"), config)
-    events: list[Event] = []
-    i, k = 0, 0
-    while i < audio.size:
-        n = audio.size if sizes is None else sizes[k % len(sizes)]
-        events += vad.feed(audio[i : i + n])
-        i, k = i + n, k + 1
-    return events + vad.flush()
+    return sounds.feed(VoiceDetector(Stamper("t"), config), audio, sizes)
 
 
 def summary(events: list[Event]) -> list[tuple]:
