@@ -206,19 +206,23 @@ class OnstageServer:
                 msg.ref,
                 fatal=True,
             )
-        session_id = secrets.token_hex(8)
+        session_id, token = secrets.token_hex(8), secrets.token_urlsafe(24)
         try:
-            conductor, started = await self.factory.create(session_id, msg)
+            conductor, started = await self.factory.create(session_id, msg, token)
         except ValueError as exc:
             raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), msg.ref) from None
-        live = LiveSession(conductor, resume_token=secrets.token_urlsafe(24))
-        self.sessions[session_id] = live
+        return await self._go_live(LiveSession(conductor, resume_token=token), started, msg.ref, outbox)
+
+    async def _go_live(
+        self, live: LiveSession, started: p.SessionStarted, ref: str | None, outbox: Outbox
+    ) -> LiveSession:
+        self.sessions[live.conductor.session_id] = live
         self.stats.sessions_total += 1
-        started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=msg.ref)
+        started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
         await outbox.put(p.encode_server(started), droppable=False)
         live.outbox = outbox
-        conductor.on_fatal = lambda error: self._fail(live, error)
-        await conductor.start(outbox.put)
+        live.conductor.on_fatal = lambda error: self._fail(live, error)
+        await live.conductor.start(outbox.put)
         return live
 
     async def _fail(self, live: LiveSession, error: p.Error) -> None:
@@ -233,6 +237,14 @@ class OnstageServer:
     async def _resume(self, msg: p.SessionStart, outbox: Outbox) -> LiveSession:
         assert msg.resume is not None
         live = self.sessions.get(msg.resume.session_id)
+        if live is None and len(self.sessions) < self.limits.max_sessions:
+            # Not live here: a story session of an earlier server can come back from the story store.
+            revived = await self.factory.revive(msg.resume.session_id, msg.resume.resume_token)
+            if revived is not None:
+                started = self.factory.started_message(revived.session_id)
+                return await self._go_live(
+                    LiveSession(revived, msg.resume.resume_token), started, msg.ref, outbox
+                )
         if (
             live is None
             or live.closed

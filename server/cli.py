@@ -66,6 +66,8 @@ def _serve(args: argparse.Namespace) -> int:
     secret = args.token_secret or os.environ.get("ONSTAGE_TOKEN_SECRET")
     if secret:
         changes["token_secret"] = secret
+    if args.story_db is not None:
+        changes["story_db"] = args.story_db
     if args.max_sessions is not None:
         changes["limits"] = msgspec.structs.replace(config.limits, max_sessions=args.max_sessions)
     config = msgspec.structs.replace(config, **changes)
@@ -95,6 +97,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         generator,
         director=load_config(config_path),
         defaults=SessionDefaults(character=config.character, plan=config.plan),
+        story_db=config.story_db,
     )
     server = OnstageServer(factory, config.limits, config.token_secret)
     await server.start(config.host, config.port)
@@ -162,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--token-secret", help="require tokens signed with this secret (or ONSTAGE_TOKEN_SECRET)"
     )
     serve.add_argument("--max-sessions", type=int, help="sessions served at once (default 4)")
+    serve.add_argument("--story-db", help="an SQLite file for story checkpoints (kept across restarts)")
     serve.set_defaults(run=_serve)
 
     render = sub.add_parser("render", help="render a short scripted sequence of actions to a video file")

@@ -178,6 +178,13 @@ class Conductor:
         for task in self._tasks:
             task.add_done_callback(self._task_done)
 
+    def continue_from(self, chunk: int, generator_state: object | None) -> None:
+        """Before ``start``: go on from a checkpoint (a revived session): the generator's state, and the
+        chunk the realizer decides next. The media clock of the new connection starts at 0."""
+        if generator_state is not None:
+            self.model.restore(generator_state)  # type: ignore[arg-type]
+        self._k = chunk
+
     def attach(self, send: Send | None) -> None:
         """Point media at a new connection (resume), or at nothing while the client is away."""
         self._send = send

@@ -19,6 +19,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """With a secret, clients must present a token (``onstage token``); without one, bind loopback only."""
     character: str = "fox"
     plan: str = "greeter"
+    story_db: str = ":memory:"
+    """Where story checkpoints live; a file lets a restarted server bring story sessions back."""
     limits: Limits = msgspec.field(default_factory=Limits)
 
 

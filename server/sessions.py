@@ -7,13 +7,15 @@ session (cache, seed, chunk counter) and its speech player, all wired into one `
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from agent.director_config import ConfigError, DirectorConfig, choose_mind, load_config
 from agent.minds import Minds
 from agent.reflex import ReflexConfig
 from agent.script import ScriptError, load_script, script_from_builtins
-from agent.story.format import StoryError, load_story
+from agent.story.format import StoryError, StorySpec, load_story
 from agent.story.player import StoryPlayer
 from agent.story.store import CheckpointStore
 from events.bus import EventBus
@@ -25,12 +27,14 @@ from events.stamp import Stamper
 from events.turn import TurnConfig
 from server import protocol as p
 from server.conductor import Conductor, ConductorConfig
+from server.revival import SessionRecords
 from server.speech import SpeechPlayer
 from server.voice import Voice
 from streaming_model.manifest import build_manifest
 from streaming_model.runtime import Generator
 from streaming_model.world.palette import NUM_IDENTITIES
 from tools.character import build_toolbox
+from tools.registry import ToolBox
 from tools.story import register_story_tools
 
 CHARACTERS: tuple[str, ...] = ("fox", "blue", "green", "magenta", "violet", "yellow")[:NUM_IDENTITIES]
@@ -71,6 +75,7 @@ class SessionFactory:
         self.manifest = build_manifest()
         self.story_db = story_db
         self._store: CheckpointStore | None = None
+        self._session_records: SessionRecords | None = None
         # Loaded up front: a model loading mid-session would stall that session's first reply.
         self.voice.load()
         self.hearing.load()
@@ -95,8 +100,63 @@ class SessionFactory:
             ),
         )
 
-    async def create(self, session_id: str, start: p.SessionStart) -> tuple[Conductor, p.SessionStarted]:
+    async def create(
+        self, session_id: str, start: p.SessionStart, resume_token: str
+    ) -> tuple[Conductor, p.SessionStarted]:
         """A conductor for ``start`` (not started yet); ``ValueError`` names a bad field."""
+        conductor, story, tools = self._build(session_id, start)
+        if story is not None:
+            store = await self._story_store()
+            minds = conductor.minds
+            try:
+                conductor.story = await StoryPlayer.begin(
+                    story,
+                    minds.realizer,
+                    session=session_id,
+                    store=store,
+                    director=minds.director,
+                    bus=conductor.bus,
+                    seed=conductor.model.seed,
+                )
+            except StoryError as exc:
+                raise ValueError(str(exc)) from None
+            if minds.director is not None:
+                register_story_tools(tools, conductor.story)
+            await asyncio.to_thread(self._records().save, session_id, resume_token, start)
+        return conductor, self.started_message(session_id)
+
+    async def revive(self, session_id: str, resume_token: str) -> Conductor | None:
+        """A story session of an earlier server, rebuilt from the story store at its last checkpoint
+        (story, Director memory, realizer and generator state); None if unknown or the token is wrong."""
+        start = await asyncio.to_thread(self._records().load, session_id, resume_token)
+        if start is None:
+            return None
+        conductor, _, tools = self._build(session_id, start)
+        minds = conductor.minds
+        player, restored = await StoryPlayer.resume(
+            await self._story_store(),
+            minds.realizer,
+            session=session_id,
+            director=minds.director,
+            bus=conductor.bus,
+        )
+        conductor.story = player
+        if minds.director is not None:
+            register_story_tools(tools, player)
+        conductor.continue_from(restored.chunk + 1, restored.generator)
+        return conductor
+
+    async def _story_store(self) -> CheckpointStore:
+        if self._store is None:
+            self._store = await CheckpointStore.open(self.story_db)
+        return self._store
+
+    def _records(self) -> SessionRecords:
+        if self._session_records is None:
+            self._session_records = SessionRecords(self.story_db)
+        return self._session_records
+
+    def _build(self, session_id: str, start: p.SessionStart) -> tuple[Conductor, StorySpec | None, ToolBox]:
         character = start.character or self.defaults.character
         if character not in CHARACTERS:
             raise ValueError(f"character: unknown {character!r}; known: {', '.join(CHARACTERS)}")
@@ -145,21 +205,4 @@ class SessionFactory:
             stamper=stamper,
             config=self.conductor,
         )
-        if story is not None:
-            if self._store is None:
-                self._store = await CheckpointStore.open(self.story_db)
-            try:
-                conductor.story = await StoryPlayer.begin(
-                    story,
-                    minds.realizer,
-                    session=session_id,
-                    store=self._store,
-                    director=minds.director,
-                    bus=bus,
-                    seed=seed,
-                )
-            except StoryError as exc:
-                raise ValueError(str(exc)) from None
-            if minds.director is not None:
-                register_story_tools(tools, conductor.story)
-        return conductor, self.started_message(session_id)
+        return conductor, story, tools

@@ -12,7 +12,8 @@ from server.sessions import SessionFactory
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def server(factory: SessionFactory):
-    srv = OnstageServer(factory, Limits(max_sessions=3, resume_grace_s=1.0))
+    # Room for the sessions of earlier tests that still wait out their resume grace.
+    srv = OnstageServer(factory, Limits(max_sessions=6, resume_grace_s=0.5))
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()

@@ -79,3 +79,52 @@ async def test_bad_story_requests_get_clear_errors(url: str) -> None:
         await client.start()
         await client.send({"type": "story.choose", "choice": "wave", "ref": "n"})
         assert "no story" in (await client.wait_type("error", ref="n"))["message"]
+
+
+async def test_a_restarted_server_brings_a_story_session_back_where_it_was(factory, tmp_path) -> None:
+    from server.app import OnstageServer
+    from server.limits import Limits
+    from server.sessions import SessionFactory
+
+    db = str(tmp_path / "stories.sqlite")
+
+    async def serve() -> OnstageServer:
+        server = OnstageServer(
+            SessionFactory(factory.generator, factory.voice, factory.hearing, story_db=db), Limits()
+        )
+        await server.start("127.0.0.1", 0)
+        return server
+
+    first = await serve()
+    try:
+        async with SessionClient(f"ws://127.0.0.1:{first.port}/v1/session") as client:
+            started = await client.start(story="garden_gate", director="script", seed=4)
+            await client.wait_type("story.state", node="gate")
+            await client.send({"type": "story.choose", "choice": "wave"})
+            await client.wait_type("story.state", node="porch")
+            await client.wait_frame(lambda f: f.header["chunk"] >= 6)  # past a chunk boundary: checkpointed
+    finally:
+        await first.close()
+    second = await serve()
+    try:
+        url = f"ws://127.0.0.1:{second.port}/v1/session"
+        async with SessionClient(url) as client:
+            wrong = {"session_id": started["session_id"], "resume_token": "guess"}
+            await client.send({"type": "session.start", "resume": wrong, "ref": "w"})
+            assert (await client.wait_type("error", ref="w"))["code"] == "resume_failed"
+        async with SessionClient(url) as client:
+            resume = {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+            back = await client.start(resume=resume)
+            assert back["session_id"] == started["session_id"]
+            state = await client.wait_type("story.state")
+            assert (
+                state["node"] == "porch" and state["variables"]["trust"] == 1
+                if "variables" in state
+                else True
+            )
+            assert [n["beat"] for n in state["history"]] == ["gate", "porch"]
+            await client.wait_frame(lambda f: f.header["chunk"] >= 2)
+            await client.send({"type": "story.choose", "choice": "ask"})
+            await client.wait_type("story.state", node="shed")
+    finally:
+        await second.close()
