@@ -300,6 +300,8 @@ class Conductor:
             choices=msgspec.to_builtins(view.choices),
             checkpoint=view.checkpoint,
             history=msgspec.to_builtins(view.history),
+            variables=msgspec.to_builtins(view.variables),
+            ending=view.ending,
         )
         asyncio.get_running_loop().create_task(self._out(p.encode_server(message), droppable=False))
 

@@ -259,10 +259,14 @@ class DirectorPlan(ServerMessage, kw_only=True, tag="director.plan"):
 
 
 class StoryState(ServerMessage, kw_only=True, tag="story.state"):
+    """PROTOCOL.md's fields, plus (extensions) the story's variables and whether it has ended."""
+
     node: str
     choices: list[dict[str, Any]]
     checkpoint: str
     history: list[Any]
+    variables: dict[str, Any] | None = None
+    ending: bool = False
 
 
 class Metrics(ServerMessage, kw_only=True, tag="metrics"):

@@ -117,11 +117,14 @@ function renderStory(story) {
   input.placeholder = "Step into the story...";
   form.append(input);
   form.onsubmit = (e) => { e.preventDefault(); send({ type: "story.intervene", text: input.value }); input.value = ""; };
+  // The history is a tree (a rewind forks it): each node is indented under the node it came from.
   const history = document.createElement("ol");
+  const depth = {};
   for (const node of story.history) {
+    depth[node.checkpoint] = node.parent ? (depth[node.parent] || 0) + 1 : 0;
     const item = document.createElement("li");
-    const label = typeof node === "string" ? node : (node.beat || node.node || JSON.stringify(node));
-    item.textContent = label;
+    item.style.marginLeft = `${depth[node.checkpoint]}em`;
+    item.textContent = node.checkpoint === story.checkpoint ? `${node.beat} (here)` : node.beat;
     if (node.checkpoint) {
       const rewind = document.createElement("button");
       rewind.textContent = "rewind here";

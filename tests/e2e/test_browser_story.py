@@ -62,3 +62,8 @@ async def test_typing_into_the_story_box_intervenes(page: Page) -> None:
         " input.form.requestSubmit(); })()"
     )
     await page.wait_until(f"({BEAT}) === 'Beat: shed'")
+    # The history is a tree: after the rewind, the shed forks from the gate beside the porch.
+    tree = await page.evaluate(
+        "[...document.querySelectorAll('#story ol li')].map(li => [li.textContent.split(' ')[0], li.style.marginLeft])"
+    )
+    assert tree == [["gate", "0em"], ["porch", "1em"], ["shed", "1em"]]

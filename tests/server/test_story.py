@@ -24,6 +24,7 @@ async def test_a_playthrough_choose_intervene_rewind_and_choose_differently(url:
         assert (await client.wait_type("input.accepted", ref="c1"))["kind"] == "story"
         porch = await client.wait_type("story.state", node="porch")
         assert [n["beat"] for n in porch["history"]][:2] == ["gate", "porch"]
+        assert porch["variables"] == {"trust": 1, "has_key": False}
 
         await client.send(
             {"type": "story.intervene", "text": "I will help you search for the key", "ref": "i1"}
@@ -35,6 +36,7 @@ async def test_a_playthrough_choose_intervene_rewind_and_choose_differently(url:
             lambda m: m.get("type") == "story.state" and m["node"] == "gate" and len(states(client)) > 3
         )
         assert back["checkpoint"] == start_checkpoint
+        assert back["variables"] == {"trust": 0, "has_key": False}  # the rewind took the variables back too
 
         await client.send({"type": "story.choose", "choice": "sneak", "ref": "c2"})
         shed = await client.wait_for(
