@@ -35,9 +35,8 @@ __all__ = [
 ]
 
 
-def to_pcm16(audio: np.ndarray) -> bytes:
-    """Float samples -> PCM 16-bit little-endian bytes, as a client sends them."""
-    return pcm16(audio)
+to_pcm16 = pcm16
+"""Float samples -> PCM 16-bit little-endian bytes, as a client sends them."""
 
 
 def feed(listener: Listener, audio: np.ndarray, sizes: list[int] | None = None) -> list[Event]:
