@@ -137,6 +137,8 @@ class OnstageServer:
             lines += [
                 f'onstage_session_fps{{session="{sid}"}} {m.fps}',
                 f'onstage_session_on_time{{session="{sid}"}} {m.on_time}',
+                f'onstage_session_redirects_total{{session="{sid}"}} {session.conductor.redirects}',
+                f'onstage_session_replaced_total{{session="{sid}"}} {session.conductor.replaced}',
             ]
         return "\n".join(lines) + "\n"
 

@@ -11,6 +11,11 @@ wakes the conductor. If the deadline still allows a full regeneration, the reali
 when the condition changed, the generation in flight is cancelled (it stops within one denoise step) and
 started again with the new condition. Otherwise the event lands in chunk k+1. Nothing is committed to the
 generator's cache until a chunk is final, so a redirect never disturbs the past.
+
+Replace: a chunk that is generated but not yet sent is held by the generation loop until it is handed to
+the sender. An urgent event in that time, while the deadline still allows a regeneration, has the
+realizer re-decide it; when the condition changed, the generator rolls back that one chunk and generates
+it again. Only chunks nobody has seen are ever replaced.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ from streaming_model.runtime import Session as ModelSession
 
 log = logging.getLogger(__name__)
 
+HANDOFF_S = 0.002
+"""A generated chunk goes to the sender this long before its first frame is due."""
+
 URGENT = (SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Gesture, Interrupt, TextInput)
 """Events that may redirect the chunk in flight (the reflexes answer them)."""
 
@@ -75,7 +83,8 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The first chunk is sent this long after the session starts (model warm-up, first generation)."""
     redirect: bool = True
     redirect_margin: float = 1.25
-    """Regenerate in flight only when the time left exceeds this many times the typical chunk time."""
+    """Regenerate (in flight, or a generated chunk not yet sent) only when the time left exceeds this many
+    times the typical chunk time."""
     jpeg_quality: int = 85
     metrics_every_s: float = 1.0
 
@@ -87,6 +96,7 @@ class ReadyChunk:
     jpegs: list[bytes]
     reflects: tuple[str, ...]
     ready_at: float
+    condition: ChunkCondition
 
 
 Send = Callable[[bytes | str, bool], Awaitable[None]]
@@ -130,6 +140,7 @@ class Conductor:
         self.chunks_on_time = 0
         self.chunks_sent = 0
         self.redirects = 0
+        self.replaced = 0  # generated chunks regenerated before they were sent
         self._sent_times: deque[float] = deque(maxlen=240)
         self._last_frame = -1
         self._carry: set[str] = set()
@@ -305,9 +316,11 @@ class Conductor:
         )
         asyncio.get_running_loop().create_task(self._out(p.encode_server(message), droppable=False))
 
-    async def _at_boundary(self) -> None:
+    async def _at_boundary(self) -> bool:
         """Between chunks: run queued jobs, then re-take a moved story's checkpoint with the generator
-        state that matches it now (a move made mid-chunk, by the Director, say, could not have it)."""
+        state that matches it now (a move made mid-chunk, by the Director, say, could not have it).
+        True when anything ran."""
+        moved = not self._boundary.empty() or (self.story is not None and self._story_moved)
         while not self._boundary.empty():
             job, future = self._boundary.get_nowait()
             try:
@@ -317,6 +330,7 @@ class Conductor:
         if self.story is not None and self._story_moved:
             self._story_moved = False
             await self.story.checkpoint(self.model.snapshot())
+        return moved
 
     async def _run_plan(self, plan: str | dict, ref: str | None) -> None:
         manifest = self.minds.realizer.manifest
@@ -332,15 +346,54 @@ class Conductor:
 
     async def _generate_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        staged: ReadyChunk | None = None  # generated, committed, not yet handed to the sender
         while True:
-            await self._at_boundary()
+            moved = await self._at_boundary()
             start_at = self._t0 + (self._m - self.config.lead_chunks) * CHUNK_S
+            if staged is not None:
+                # Handed over just before its first frame is due; a boundary job (a story move) may have
+                # taken a checkpoint that includes it, so then it stays as it is.
+                hand_at = min(start_at, self._t0 + staged.index * CHUNK_S - HANDOFF_S)
+                if not moved:
+                    staged = await self._replace_until(staged, hand_at)
+                self._ready.put_nowait(staged)
             if (delay := start_at - loop.time()) > 0:
                 await asyncio.sleep(delay)
-            chunk = await self._make_chunk(self._k, self._m)
-            self._ready.put_nowait(chunk)
+            staged = await self._make_chunk(self._k, self._m)
             self._k += 1
             self._m += 1
+
+    async def _replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
+        """Hold a generated chunk until ``hand_at``; an urgent event that changes its decision while a
+        regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
+        assert self._urgent is not None
+        loop = asyncio.get_running_loop()
+        send_at = self._t0 + chunk.index * CHUNK_S
+        while (left := hand_at - loop.time()) > 0:
+            try:
+                event = await asyncio.wait_for(self._urgent.get(), left)
+            except TimeoutError:
+                break
+            self._on_urgent(event)
+            if (
+                not self.config.redirect
+                or send_at - loop.time() < self._typical() * self.config.redirect_margin
+            ):
+                continue  # too late to redo it: the event lands in the next chunk
+            await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
+            out = await self._decide(chunk.gen_chunk, chunk.index)
+            if out.condition == chunk.condition:
+                continue
+            await loop.run_in_executor(self._pool, self.model.rollback, 1)
+            new = await self._make_chunk(chunk.gen_chunk, chunk.index, out)
+            new.reflects = tuple(sorted(set(chunk.reflects) | set(new.reflects), key=_event_order))
+            self.replaced += 1
+            chunk = new
+        return chunk
+
+    def _typical(self) -> float:
+        """Typical seconds to generate, commit, decode and encode one chunk."""
+        return float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
 
     async def _decide(self, k: int, m: int) -> ChunkOutput:
         """The realizer's decision for chunk k (media chunk m), with the voice's real mouth envelope.
@@ -362,11 +415,14 @@ class Conductor:
             )
         return out
 
-    async def _make_chunk(self, k: int, m: int) -> ReadyChunk:
+    async def _make_chunk(self, k: int, m: int, out: ChunkOutput | None = None) -> ReadyChunk:
+        """Generate chunk k (media chunk m) under the realizer's decision (``out`` when already made),
+        redirecting it while in flight when urgent events allow."""
         loop = asyncio.get_running_loop()
         send_at = self._t0 + m * CHUNK_S
-        self._drain_urgent()  # what arrived since the last chunk is already in this decision
-        out = await self._decide(k, m)
+        if out is None:
+            self._drain_urgent()  # what arrived since the last chunk is already in this decision
+            out = await self._decide(k, m)
         reflects = set(out.reflects) | self._carry
         self._carry = set()
         started = loop.time()
@@ -388,7 +444,7 @@ class Conductor:
             self.redirects += 1
         assert jpegs is not None
         self.chunk_times.append(loop.time() - started)
-        return ReadyChunk(m, k, jpegs, tuple(sorted(reflects, key=_event_order)), loop.time())
+        return ReadyChunk(m, k, jpegs, tuple(sorted(reflects, key=_event_order)), loop.time(), out.condition)
 
     def _on_urgent(self, event: Event) -> None:
         if isinstance(event, SpeechStarted) and self.player.speaking:
@@ -421,8 +477,10 @@ class Conductor:
             if waiter not in done:
                 return None
             self._on_urgent(waiter.result())
-            typical = float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
-            if not self.config.redirect or send_at - loop.time() < typical * self.config.redirect_margin:
+            if (
+                not self.config.redirect
+                or send_at - loop.time() < self._typical() * self.config.redirect_margin
+            ):
                 continue  # too late for this chunk: the event lands in the next one
             await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
             out = await self._decide(k, m)

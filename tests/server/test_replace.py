@@ -1,0 +1,70 @@
+"""Generated chunks that nobody has seen yet are replaced when an urgent event changes their decision."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+
+import pytest
+import pytest_asyncio
+
+from server.app import OnstageServer
+from server.client import SessionClient
+from server.conductor import ConductorConfig
+from server.limits import Limits
+from server.sessions import SessionFactory
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+GESTURES = [
+    {"gesture": "wave"},
+    {"gesture": "thumbs_up"},
+    {"gesture": "point", "x": 0.8, "y": 0.0},
+    {"gesture": "raise_hand"},
+]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def ahead(factory: SessionFactory):
+    """A server whose sessions generate 3 chunks ahead: most of each chunk period, a generated chunk waits
+    unsent, so inputs land on chunks that are already generated."""
+    usual = factory.conductor
+    factory.conductor = ConductorConfig(lead_chunks=3.0)
+    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    await srv.start("127.0.0.1", 0)
+    try:
+        yield srv
+    finally:
+        await srv.close()
+        factory.conductor = usual
+
+
+def replaced_total(server: OnstageServer) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(int(n) for n in re.findall(r"^onstage_session_replaced_total\{[^}]*\} (\d+)$", text, re.M))
+
+
+async def test_an_input_landing_on_a_generated_unsent_chunk_replaces_it(ahead: OnstageServer) -> None:
+    async with SessionClient(f"ws://127.0.0.1:{ahead.port}/v1/session") as client:
+        await client.start(seed=2)
+        reactions = []
+        for i, gesture in enumerate(GESTURES):
+            chunk = 4 + 4 * i
+            # Right after chunk c's last frame arrived, chunk c + 3 is generated and waits to be sent
+            # (generation runs 3 chunks ahead); without replacement, c + 4 would be the first to show it.
+            await client.wait_frame(lambda f, c=chunk: (f.header["chunk"], f.header["frame"]) >= (c, 3))
+            await asyncio.sleep(0.01 * i)
+            ref = f"g{i}"
+            sent = await client.send({"type": "input.gesture", "ref": ref, **gesture})
+            accepted = await client.wait_type("input.accepted", ref=ref)
+            reactions.append((sent, accepted["event_id"], chunk))
+        shown = []
+        for sent, event_id, chunk in reactions:
+            frame = await client.wait_frame(lambda f, e=event_id: e in f.header["reflects"], timeout=10)
+            assert frame.t > sent
+            shown.append(frame.header["chunk"] - chunk)
+        replaced = await asyncio.to_thread(replaced_total, ahead)
+    assert replaced >= 3
+    assert sorted(shown)[:3] == [3, 3, 3], shown
