@@ -50,7 +50,7 @@ class VadConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     """Speech probability at or above which a window counts as speech."""
     neg_threshold: float | None = None
     """Probability below which a window counts as silence; None means ``threshold - 0.15`` (silero's)."""
-    min_speech_ms: float = 96.0
+    min_speech_ms: float = 64.0
     """Speech must last this long before ``SpeechStarted`` is sent: knocks, clicks and coughs are shorter."""
     min_silence_ms: float = 300.0
     """Silence must last this long before ``SpeechStopped``: shorter pauses stay inside the segment."""
