@@ -8,8 +8,11 @@
 Reaction: from sending an input to receiving the first video frame whose ``reflects`` names its event.
 For gestures and text the event id comes from ``input.accepted``; for sounds played into the microphone
 (Piper speech, claps, knocks) from ``input.speech_started`` / ``input.sound`` (the first ``onset``), and
-the clock starts when the audio frame holding the sound's first sample was sent. Every input is sent
-right after the last frame of a given chunk arrived, so it lands in the same chunk run after run.
+the clock starts when the audio frame holding the sound's first sample was sent. Each input is sent a
+delay after the last frame of a given chunk arrived: users do not time their inputs to the media clock, so
+the delays are spread uniformly over one chunk (seeded, so a run repeats). The first input of each kind
+goes in with no delay, the worst moment (the next chunk is already generated; the reaction lands one chunk
+later); ``--phase worst`` sends every input that way.
 
 Determinism: one session per input kind whose first input goes in after chunk 24, and one reference
 session with the same seed and no input at all. Frames before the reacting frame must be byte-identical
@@ -46,6 +49,14 @@ AUDIO_EVENT = {"speech": "input.speech_started", "clap": "input.sound", "knock":
 FIRST_CHUNK = 24  # the first input goes in after this chunk (4 s): the greeter plan has said hello by then
 CHUNK_FRAMES = 4
 FPS = 24
+CHUNK_S = CHUNK_FRAMES / FPS
+
+
+def delays(seed: int, n: int, phase: str) -> list[float]:
+    """Seconds to wait after a chunk's last frame before each of n inputs: the first at the worst moment
+    (0), the rest uniform over one chunk, or all 0 for ``phase == "worst"``."""
+    spread = np.random.default_rng(seed).uniform(0.0, CHUNK_S, n) * (phase == "random")
+    return [0.0, *spread[1:].tolist()][:n]
 
 
 def sounds() -> dict[str, np.ndarray]:
@@ -126,9 +137,13 @@ async def last_frame_of(client: SessionClient, chunk: int) -> VideoFrame:
     )
 
 
-async def fire(client: SessionClient, mic: Microphone, kind: str, after_chunk: int, audio: dict) -> Trial:
-    """Send one input of ``kind`` right after chunk ``after_chunk`` has fully arrived; find its event."""
+async def fire(
+    client: SessionClient, mic: Microphone, kind: str, after_chunk: int, audio: dict, delay: float = 0.0
+) -> Trial:
+    """Send one input of ``kind`` ``delay`` seconds after chunk ``after_chunk`` has fully arrived; find its
+    event."""
     await last_frame_of(client, after_chunk)
+    await asyncio.sleep(delay)
     since = len(client.received.messages)
     if kind in AUDIO_EVENT:
         sent, at_ms = await mic.play(audio[kind])
@@ -169,13 +184,13 @@ async def session(url: str, seed: int) -> AsyncIterator[tuple[SessionClient, Mic
 
 
 async def run_kind(
-    url: str, seed: int, kind: str, rounds: int, gap: int, audio: dict
+    url: str, seed: int, kind: str, gap: int, audio: dict, waits: list[float]
 ) -> tuple[list[Trial], Received]:
-    """A session with ``rounds`` inputs of ``kind``, the first after chunk ``FIRST_CHUNK``."""
+    """A session with an input of ``kind`` per delay in ``waits``, the first after chunk ``FIRST_CHUNK``."""
     async with session(url, seed) as (client, mic):
         trials = []
-        for i in range(rounds):
-            trials.append(await fire(client, mic, kind, FIRST_CHUNK + i * gap, audio))
+        for i, wait in enumerate(waits):
+            trials.append(await fire(client, mic, kind, FIRST_CHUNK + i * gap, audio, wait))
         await last_frame_of(client, trials[-1].after_chunk + gap // 2)
     for trial in trials:
         trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
@@ -227,9 +242,10 @@ def latency_table(trials: list[Trial]) -> list[str]:
     return lines
 
 
-async def reaction_run(url: str, seed: int, rounds: int, gap: int) -> None:
+async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -> None:
     audio = sounds()
-    results = {kind: await run_kind(url, seed, kind, rounds, gap, audio) for kind in KINDS}
+    waits = delays(seed, rounds, phase)
+    results = {kind: await run_kind(url, seed, kind, gap, audio, waits) for kind in KINDS}
     firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
     reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
     through = max(reacting, default=FIRST_CHUNK) + 3
@@ -239,7 +255,10 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int) -> None:
     again = await reference(url, seed, through)
     unstable = min((at for at, jpeg in ref.items() if again.get(at, jpeg) != jpeg), default=None)
     trials = [t for ts, _ in results.values() for t in ts]
-    print(f"## Reaction latency at the client (seed {seed}, {rounds} per kind, every {gap} chunks)\n")
+    when = (
+        "all at the worst moment" if phase == "worst" else "the first at the worst moment, the rest at random"
+    )
+    print(f"## Reaction latency at the client (seed {seed}, {rounds} per kind, every {gap} chunks, {when})\n")
     print("\n".join(latency_table(trials)))
     print(f"\n## Determinism: the first input of each kind, sent after chunk {FIRST_CHUNK}, vs. no input\n")
     if unstable is None:
@@ -325,14 +344,16 @@ def voice_mouth_offset(received: Received, identity: int, max_lag: int = 6) -> s
     return f"{best * 1000 / FPS:+.0f} ms (correlation r = {r_at(best):.2f} at that lag)"
 
 
-async def long_run(url: str, seed: int, minutes: float, gap: int) -> None:
+async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str) -> None:
     audio = sounds()
     trials: list[Trial] = []
     end = time.monotonic() + minutes * 60
+    waits = delays(seed, int(minutes * 60 / (gap * CHUNK_S)) + 2, phase)
     async with session(url, seed) as (client, mic):
         chunk = FIRST_CHUNK
         while time.monotonic() < end:
-            trials.append(await fire(client, mic, KINDS[len(trials) % len(KINDS)], chunk, audio))
+            wait = waits[len(trials) % len(waits)]
+            trials.append(await fire(client, mic, KINDS[len(trials) % len(KINDS)], chunk, audio, wait))
             chunk += gap
         await last_frame_of(client, chunk)
     for trial in trials:
@@ -370,9 +391,9 @@ async def main(args: argparse.Namespace) -> None:
     async with contextlib.AsyncExitStack() as stack:
         url = args.url or await stack.enter_async_context(local_server())
         if args.minutes:
-            await long_run(url, args.seed, args.minutes, args.gap)
+            await long_run(url, args.seed, args.minutes, args.gap, args.phase)
         else:
-            await reaction_run(url, args.seed, args.rounds, args.gap)
+            await reaction_run(url, args.seed, args.rounds, args.gap, args.phase)
 
 
 if __name__ == "__main__":
@@ -381,7 +402,14 @@ if __name__ == "__main__":
     )
     parser.add_argument("--url", help="a running server's session endpoint (default: start one here)")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--rounds", type=int, default=3, help="inputs per kind")
+    parser.add_argument("--rounds", type=int, default=12, help="inputs per kind")
     parser.add_argument("--gap", type=int, default=12, help="chunks between inputs (12 = 2 s)")
     parser.add_argument("--minutes", type=float, help="one long session instead (timing and A/V offset)")
+    parser.add_argument(
+        "--phase",
+        choices=("random", "worst"),
+        default="random",
+        help="when inputs go in within a chunk: spread over it (after a first worst-moment input), or "
+        "every one right after a chunk's last frame",
+    )
     asyncio.run(main(parser.parse_args()))
