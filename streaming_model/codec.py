@@ -2,6 +2,11 @@
 
 Frames are encoded one by one down to 16x16, then the four frames are folded into channels and mixed;
 the decoder mirrors that. Pure 2D convolutions keep it fast on CPUs.
+
+The decoder can also read the voice (the audio envelope while speaking), frame by frame. Four frames share
+one latent frame, so the latent cannot say which of them has the mouth open; the voice can. The decoder
+draws the mouth from it where the latent puts the face: lip sync at frame rate, as talking-head systems
+do with a dedicated audio-driven stage.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ class CodecConfig(msgspec.Struct, frozen=True):
     c2: int = 64  # 32x32
     c3: int = 128  # 16x16, per frame
     mix: int = 192  # 16x16, all frames folded
+    voice_taps: int = 0  # voice values per frame the decoder reads (this frame's and those before); 0: none
 
 
 class ResBlock(nn.Module):
@@ -62,7 +68,8 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """(B, C, 16, 16) -> (B, 4, 3, 128, 128) in about [-1, 1]."""
+    """(B, C, 16, 16) and optionally the voice taps (B, 4, voice_taps) -> (B, 4, 3, 128, 128) in about
+    [-1, 1]."""
 
     def __init__(self, cfg: CodecConfig) -> None:
         super().__init__()
@@ -82,13 +89,51 @@ class Decoder(nn.Module):
             nn.SiLU(),
             nn.ConvTranspose2d(cfg.c1, 3, 4, stride=2, padding=1),
         )
+        if cfg.voice_taps:
+            # Per-frame scale and shift of the features at 16x16 and 32x32 (a scale acts only where the
+            # latent put something, such as the face); zero at first, so a decoder trained without the
+            # voice starts out unchanged.
+            self.voice16 = nn.Linear(cfg.voice_taps, 2 * cfg.c3)
+            self.voice32 = nn.Linear(cfg.voice_taps, 2 * cfg.c2)
+            for lin in (self.voice16, self.voice32):
+                nn.init.zeros_(lin.weight)
+                nn.init.zeros_(lin.bias)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        b = z.shape[0]
+    def forward(self, z: torch.Tensor, taps: torch.Tensor | None = None) -> torch.Tensor:
+        b, f = z.shape[0], self.cfg.frames
         h = self.mix(z)
-        h = h.reshape(b * self.cfg.frames, self.cfg.c3, *h.shape[2:])
-        out = self.frame(h)
-        return out.reshape(b, self.cfg.frames, *out.shape[1:])
+        h = h.reshape(b * f, self.cfg.c3, *h.shape[2:])
+        if self.cfg.voice_taps:
+            v = (torch.zeros(b, f, self.cfg.voice_taps) if taps is None else taps.float()).reshape(b * f, -1)
+            h = _film(h, self.voice16(v))
+            h = _film(self.frame[:3](h), self.voice32(v))
+            out = self.frame[3:](h)
+        else:
+            out = self.frame(h)
+        return out.reshape(b, f, *out.shape[1:])
+
+
+def _film(h: torch.Tensor, mod: torch.Tensor) -> torch.Tensor:
+    """h (N, c, H, W) scaled and shifted per channel by mod (N, 2c)."""
+    scale, shift = mod.to(h.dtype)[..., None, None].chunk(2, dim=1)
+    return h * (1 + scale) + shift
+
+
+def chunk_voices(voice: torch.Tensor, taps: int, frames: int = 4) -> torch.Tensor:
+    """Per-frame voice values (N, K*frames) of K chunks in a row -> each chunk's values with the
+    taps - 1 before it (silence before the first), (N, K, taps - 1 + frames): what ``decode`` reads."""
+    n, total = voice.shape
+    tail = max(taps - 1, 0)
+    padded = torch.cat([torch.zeros(n, tail, dtype=voice.dtype), voice], dim=1)
+    return torch.stack([padded[:, c : c + tail + frames] for c in range(0, total, frames)], dim=1)
+
+
+def voice_taps(voice: torch.Tensor, taps: int, frames: int = 4) -> torch.Tensor:
+    """Per-frame taps (B, frames, taps) from a chunk's voice values with the taps - 1 values before it,
+    (B, taps - 1 + frames): frame j reads its own value, then the one before, and so on."""
+    if voice.shape[-1] != taps - 1 + frames:
+        raise ValueError(f"voice needs {taps - 1 + frames} values per chunk, got {voice.shape[-1]}")
+    return torch.stack([voice[..., j : j + taps].flip(-1) for j in range(frames)], dim=-2)
 
 
 class Codec(nn.Module):
@@ -105,9 +150,16 @@ class Codec(nn.Module):
         """Pixels in [-1, 1] -> normalised latents."""
         return self.encoder(x) * self.scale
 
-    def decode(self, z: torch.Tensor) -> torch.Tensor:
-        """Normalised latents -> pixels in about [-1, 1]."""
-        return self.decoder(z / self.scale)
+    def decode(self, z: torch.Tensor, voice: torch.Tensor | None = None) -> torch.Tensor:
+        """Normalised latents -> pixels in about [-1, 1].
+
+        voice: the chunk's voice values (audio envelope while speaking, else 0) with the values of the
+        frames before it, (B, voice_taps - 1 + 4); None is silence. Ignored by a codec without voice taps.
+        """
+        taps = None
+        if voice is not None and self.cfg.voice_taps:
+            taps = voice_taps(voice, self.cfg.voice_taps, self.cfg.frames)
+        return self.decoder(z / self.scale, taps)
 
 
 def to_pixels(frames_uint8: torch.Tensor) -> torch.Tensor:

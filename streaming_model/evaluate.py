@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .codec import Codec, to_pixels, to_uint8
+from .codec import Codec, chunk_voices, to_pixels, to_uint8
 from .condition import ChunkCondition
 from .kv_cache import CacheMode
 from .loading import load_codec
@@ -99,10 +99,11 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
     frames = world_frames(conds, identity)
     if codec is not None:
         chunks = torch.from_numpy(frames.reshape(-1, FRAMES_PER_CHUNK, *frames.shape[1:]))
+        voice = torch.tensor([[a if c.speaking else 0.0 for a in c.audio] for c in conds]).reshape(1, -1)
+        per_chunk = chunk_voices(voice, codec.cfg.voice_taps)[0]
         with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
-            frames = (
-                to_uint8(codec.decode(codec.encode(to_pixels(chunks))).float()).numpy().reshape(frames.shape)
-            )
+            rec = codec.decode(codec.encode(to_pixels(chunks)), per_chunk)
+            frames = to_uint8(rec.float()).numpy().reshape(frames.shape)
     return score(frames, identity, segments)
 
 

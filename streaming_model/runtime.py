@@ -43,6 +43,7 @@ class PendingChunk:
     latent: torch.Tensor  # (1, 1, C, 16, 16)
     condition: ChunkCondition
     phase0: int
+    voice: tuple[float, ...] = ()  # the voice of the frames before the chunk and of its 4 frames
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class SessionSnapshot:
     last_action: str | None
     last_phase0: int
     seed: int
+    voice_tail: tuple[float, ...] = ()  # the last voice values, which the next chunk's mouth still reads
 
 
 class Generator:
@@ -117,7 +119,9 @@ class Session:
         self.index = 0
         self.last_action: str | None = None
         self.last_phase0 = 0
-        self._meta: deque[tuple[str | None, int, torch.Tensor]] = deque(maxlen=journal)
+        # The decoder draws each frame's mouth from the voice of that frame and of the ones before.
+        self.voice_tail: tuple[float, ...] = (0.0,) * max(0, self.codec.cfg.voice_taps - 1)
+        self._meta: deque[tuple[str | None, int, torch.Tensor, tuple[float, ...]]] = deque(maxlen=journal)
         self._base = torch.zeros(0)  # set by the prefill
         self._latent_shape = (1, 1, cfg.latent_channels, cfg.grid, cfg.grid)
         self._prefill(reference)
@@ -172,7 +176,8 @@ class Session:
                     x0, _ = self.dit.run(x, self._cond(cond, phase0, t), cos, sin, attend, base=self._base)
         except Cancelled:
             return None
-        return PendingChunk(self.index, x0, cond, phase0)
+        voice = tuple(a if cond.speaking else 0.0 for a in cond.audio)
+        return PendingChunk(self.index, x0, cond, phase0, self.voice_tail + voice)
 
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
         """Write the chunk into the cache (one pass over it at the context noise level) and decode it."""
@@ -189,8 +194,9 @@ class Session:
                 ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
             )
             self.cache.commit(kv)
-        self._meta.append((self.last_action, self.last_phase0, self._base))
+        self._meta.append((self.last_action, self.last_phase0, self._base, self.voice_tail))
         self._base = ctx
+        self.voice_tail = pending.voice[len(pending.voice) - len(self.voice_tail) :]
         self.last_action, self.last_phase0 = pending.condition.action, pending.phase0
         self.index += 1
         return self.decode(pending) if decode else None
@@ -198,7 +204,8 @@ class Session:
     def decode(self, pending: PendingChunk) -> np.ndarray:
         """Pixels of a chunk: (4, 128, 128, 3) uint8."""
         with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
-            px = self.codec.decode(pending.latent[:, 0])
+            voice = torch.tensor([pending.voice]) if pending.voice else None
+            px = self.codec.decode(pending.latent[:, 0], voice)
         return to_uint8(px[0]).numpy()
 
     def step(self, cond: ChunkCondition) -> np.ndarray:
@@ -215,7 +222,7 @@ class Session:
             )
         self.cache.rollback(k)
         for _ in range(k):
-            self.last_action, self.last_phase0, self._base = self._meta.pop()
+            self.last_action, self.last_phase0, self._base, self.voice_tail = self._meta.pop()
         self.index -= k
 
     def snapshot(self) -> SessionSnapshot:
@@ -227,6 +234,7 @@ class Session:
             self.last_action,
             self.last_phase0,
             self.seed,
+            self.voice_tail,
         )
 
     def restore(self, snap: SessionSnapshot) -> None:
@@ -235,9 +243,13 @@ class Session:
         self.cache.journal.clear()
         self._meta.clear()
         self._base = snap.base.clone()
-        self.index, self.last_action, self.last_phase0, self.seed = (
+        self.index, self.last_action, self.last_phase0, self.seed, self.voice_tail = (
             snap.index,
             snap.last_action,
             snap.last_phase0,
             snap.seed,
+            # A snapshot taken before the decoder read the voice holds none: silence before it.
+            snap.voice_tail
+            if len(snap.voice_tail) == len(self.voice_tail)
+            else (0.0,) * len(self.voice_tail),
         )

@@ -4,6 +4,13 @@
 
 Writes checkpoints/codec/ckpt.pt (every few minutes), checkpoints/codec/log.jsonl, and on exit (or with
 --export) streaming_model/weights/codec.safetensors.
+
+    nice -n 19 python -m streaming_model.train.codec_train --voice-taps 3 --face-weight 8 --minutes 30
+
+teaches the shipped decoder to draw the mouth from the voice (checkpoints in checkpoints/codec_voice/):
+the encoder stays frozen, and half of the encoded chunks are rendered silent, so the decoder learns to
+take the mouth from the voice rather than from the latent (the transformer's latents carry no exact
+per-frame mouth).
 """
 
 from __future__ import annotations
@@ -12,18 +19,21 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..codec import Codec, CodecConfig, to_pixels
+from ..codec import Codec, CodecConfig, chunk_voices, to_pixels, voice_taps
+from ..condition import ChunkCodes
 from ..loading import load_codec
 from ..weights import WEIGHTS_DIR, save_weights
 from ..world import palette as P
-from ..world.episodes import random_episode
+from ..world.episodes import random_codes, random_episode, simulate
 from ..world.render import _BACKGROUND
 from .common import Progress, load_checkpoint, save_checkpoint
 
 CKPT_DIR = Path("checkpoints/codec")
+VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
 POOL_WORLDS, POOL_CHUNKS = 16, 15  # one refill renders this many worlds x chunks
 
 
@@ -31,6 +41,19 @@ def chunks_of(seed: int, n: int, k: int) -> torch.Tensor:
     """Random episodes cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
     ep = random_episode(seed, n, k)
     return torch.from_numpy(ep.frames.reshape(n * k, 4, *ep.frames.shape[2:]))
+
+
+def voiced_chunks(seed: int, n: int, k: int, taps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random episodes as (frames, the same rendered silent, voice values): (n*k, 4, H, W, 3) twice and
+    (n*k, taps - 1 + 4), each chunk's voice with the taps - 1 values before it."""
+    rng = np.random.default_rng(seed)
+    identity = rng.integers(0, P.NUM_IDENTITIES, n)
+    codes = random_codes(rng, n, k)
+    silent = ChunkCodes(**{**vars(codes), "speaking": np.zeros_like(codes.speaking)})
+    frames = [simulate(c, identity).frames.reshape(n * k, 4, 128, 128, 3) for c in (codes, silent)]
+    voice = torch.from_numpy(codes.audio * codes.speaking[..., None]).reshape(n, 4 * k)
+    per_chunk = chunk_voices(voice, taps)
+    return torch.from_numpy(frames[0]), torch.from_numpy(frames[1]), per_chunk.reshape(n * k, -1)
 
 
 def character_weight(frames: torch.Tensor, face: float = 0.0) -> torch.Tensor:
@@ -85,17 +108,26 @@ def main() -> None:
         action="store_true",
         help="freeze the encoder (and latent scale) so latents already encoded for the transformer stay valid",
     )
+    ap.add_argument(
+        "--voice-taps",
+        type=int,
+        default=0,
+        help="teach the decoder to read this many voice values per frame (implies --decoder-only)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    CKPT_DIR.mkdir(parents=True, exist_ok=True)
+    taps = args.voice_taps
+    args.decoder_only = args.decoder_only or taps > 0
+    ckpt_dir = VOICE_CKPT_DIR if taps else CKPT_DIR
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
 
-    cfg = CodecConfig()
+    cfg = CodecConfig(voice_taps=taps)
     model = Codec(cfg)
     params = model.decoder.parameters() if args.decoder_only else model.parameters()
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     step, elapsed, psnr_log = 0, 0.0, []
-    ck = load_checkpoint(CKPT_DIR / "ckpt.pt")
+    ck = load_checkpoint(ckpt_dir / "ckpt.pt")
     if ck is not None:
         model.load_state_dict(ck["model"])
         if ck.get("decoder_only", False) == args.decoder_only:  # optimizer state fits the same params
@@ -104,22 +136,39 @@ def main() -> None:
         print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
     if args.decoder_only:  # the shipped encoder and scale made the transformer's latents: keep them exact
         shipped = load_codec()
+        if ck is None:  # start from the shipped decoder (new voice layers start at zero)
+            model.decoder.load_state_dict(shipped.decoder.state_dict(), strict=False)
         model.encoder.load_state_dict(shipped.encoder.state_dict())
         model.scale.copy_(shipped.scale)
         model.encoder.requires_grad_(False)
 
-    val = chunks_of(10_000, 8, 4)  # 32 held-out chunks (seeds >= 10000 are never trained on)
-    pool = torch.cat([chunks_of(step + i, POOL_WORLDS, POOL_CHUNKS) for i in range(8)])
+    def fetch(seed: int, n: int, k: int) -> tuple[torch.Tensor, ...]:
+        """(target frames, encoder input frames, voice values) of fresh episodes."""
+        if taps:
+            return voiced_chunks(seed, n, k, taps)
+        frames = chunks_of(seed, n, k)
+        return frames, frames, torch.zeros(len(frames), 0)
+
+    # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
+    val, _, val_voice = fetch(10_000, 8, 4)
+    pool = [
+        torch.cat(parts)
+        for parts in zip(*(fetch(step + i, POOL_WORLDS, POOL_CHUNKS) for i in range(8)), strict=True)
+    ]
     refill_seed = step + 8
+
+    def decode(z: torch.Tensor, voice: torch.Tensor) -> torch.Tensor:
+        return model.decoder(z, voice_taps(voice, taps) if taps else None)
+
     est_steps = step + int(args.minutes * 60 * 3)
-    prog = Progress(CKPT_DIR / "log.jsonl", est_steps, step, elapsed)
+    prog = Progress(ckpt_dir / "log.jsonl", est_steps, step, elapsed)
     t_end = time.time() + args.minutes * 60
     last_ck = time.time()
     gen = torch.Generator().manual_seed(step)
 
     def checkpoint() -> None:
         save_checkpoint(
-            CKPT_DIR / "ckpt.pt",
+            ckpt_dir / "ckpt.pt",
             {
                 "model": model.state_dict(),
                 "opt": opt.state_dict(),
@@ -133,12 +182,18 @@ def main() -> None:
     loss_acc = 0.0
     while time.time() < t_end:
         if step % 100 == 0 and step > 0:  # swap an eighth of the pool for fresh episodes
-            fresh = chunks_of(refill_seed, POOL_WORLDS, POOL_CHUNKS)
+            fresh = fetch(refill_seed, POOL_WORLDS, POOL_CHUNKS)
             refill_seed += 1
-            idx = torch.randperm(len(pool), generator=gen)[: len(fresh)]
-            pool[idx] = fresh
-        batch = pool[torch.randint(len(pool), (args.batch,), generator=gen)]
+            idx = torch.randperm(len(pool[0]), generator=gen)[: len(fresh[0])]
+            for part, new_part in zip(pool, fresh, strict=True):
+                part[idx] = new_part
+        pick = torch.randint(len(pool[0]), (args.batch,), generator=gen)
+        batch, voice = pool[0][pick], pool[2][pick]
+        # With the voice, half the chunks are encoded from their silent rendering: the mouth must come
+        # from the voice.
+        silent = (torch.rand(args.batch, generator=gen) < 0.5)[:, None, None, None, None] & (taps > 0)
         x = to_pixels(batch)
+        x_in = to_pixels(torch.where(silent, pool[1][pick], batch))
         w = character_weight(batch, face=args.face_weight)
         lr = args.lr * min(1.0, (step + 1) / 200)
         for g in opt.param_groups:
@@ -146,12 +201,12 @@ def main() -> None:
         with torch.autocast("cpu", torch.bfloat16):
             if args.decoder_only:
                 with torch.no_grad():
-                    z = model.encoder(x)
+                    z = model.encoder(x_in)
             else:
-                z = model.encoder(x)
+                z = model.encoder(x_in)
             # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
             zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen)
-            y = model.decoder(zn)
+            y = decode(zn, voice)
         err = y.float() - x
         loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
         opt.zero_grad(set_to_none=True)
@@ -165,7 +220,12 @@ def main() -> None:
             loss_acc = 0.0
             if step % 200 == 0:
                 with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
-                    rec = torch.cat([model.decoder(model.encoder(to_pixels(v[None]))) for v in val])
+                    rec = torch.cat(
+                        [
+                            decode(model.encoder(to_pixels(v[None])), a[None])
+                            for v, a in zip(val, val_voice, strict=True)
+                        ]
+                    )
                 metrics["val_psnr"] = psnr(rec, to_pixels(val))
                 psnr_log.append((round(prog.elapsed() / 60, 2), step, metrics["val_psnr"]))
             prog.report(step, **metrics)

@@ -11,12 +11,12 @@ from streaming_model.dit import DiT, DiTConfig
 from streaming_model.runtime import Generator
 
 TINY_DIT = DiTConfig(width=64, depth=2, heads=2, rope_dims=(8, 12, 12), max_distance=12)
-TINY_CODEC = CodecConfig(c1=8, c2=16, c3=16, mix=32)
+TINY_CODEC = CodecConfig(c1=8, c2=16, c3=16, mix=32, voice_taps=3)
 
 
 def _randomize_zero_init(model: torch.nn.Module) -> None:
-    # adaLN-Zero layers start at zero (the model would output zeros): give them weights so outputs
-    # depend on inputs and the tests can see differences.
+    # adaLN-Zero layers and the decoder's voice layers start at zero (outputs would ignore their
+    # inputs): give them weights so outputs depend on inputs and the tests can see differences.
     gen = torch.Generator().manual_seed(1)
     for p in model.parameters():
         if not p.detach().abs().sum():
@@ -30,4 +30,6 @@ def tiny_generator() -> Generator:
     torch.set_num_threads(1)
     dit = DiT(TINY_DIT)
     _randomize_zero_init(dit)
-    return Generator(dit, Codec(TINY_CODEC))
+    codec = Codec(TINY_CODEC)
+    _randomize_zero_init(codec)
+    return Generator(dit, codec)

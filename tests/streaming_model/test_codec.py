@@ -8,10 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from streaming_model.codec import Codec, CodecConfig, to_pixels, to_uint8
+from streaming_model.codec import Codec, CodecConfig, chunk_voices, to_pixels, to_uint8
+from streaming_model.condition import ChunkCodes
 from streaming_model.loading import CODEC_PATH, load_codec
 from streaming_model.probes import identify, measure
-from streaming_model.world.episodes import random_episode
+from streaming_model.world.episodes import Episode, random_codes, random_episode, simulate
+
+
+def voices_of(ep: Episode) -> torch.Tensor:
+    """Per-frame voice values (the envelope while speaking) of an episode's worlds, (N, frames)."""
+    codes = ep.codes
+    return torch.from_numpy(codes.audio * codes.speaking[..., None]).flatten(1)
 
 
 def test_a_four_frame_chunk_becomes_one_16x16_latent_frame() -> None:
@@ -34,8 +41,9 @@ def test_probes_still_read_the_shipped_codecs_reconstructions() -> None:
     codec = load_codec()
     ep = random_episode(20_000, 4, 12)  # seeds the codec never trained on
     chunks = torch.from_numpy(ep.frames.reshape(-1, 4, 128, 128, 3))
+    voice = chunk_voices(voices_of(ep), codec.cfg.voice_taps).flatten(0, 1)
     with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
-        rec = to_uint8(codec.decode(codec.encode(to_pixels(chunks))).float()).numpy()
+        rec = to_uint8(codec.decode(codec.encode(to_pixels(chunks)), voice).float()).numpy()
     rec = rec.reshape(ep.frames.shape)
     mse = ((rec.astype(np.float64) - ep.frames) ** 2).mean()
     assert 10 * np.log10(255.0**2 / mse) > 25.0
@@ -50,3 +58,29 @@ def test_probes_still_read_the_shipped_codecs_reconstructions() -> None:
                 assert (getattr(got, name) == getattr(true, name)).mean() > 0.9, name
             if np.std(true.mouth) > 0.05:
                 assert np.corrcoef(got.mouth, true.mouth)[0, 1] > 0.7
+
+
+@pytest.mark.skipif(not CODEC_PATH.exists(), reason="no shipped codec weights yet")
+def test_the_shipped_decoder_draws_the_mouth_from_the_voice_not_from_the_latent() -> None:
+    codec = load_codec()
+    assert codec.cfg.voice_taps > 0
+    rng = np.random.default_rng(30_000)  # seeds the codec never trained on
+    codes = random_codes(rng, 4, 12)
+    identity = np.arange(4)
+    talking = simulate(ChunkCodes(**{**vars(codes), "speaking": np.ones_like(codes.speaking)}), identity)
+    # The same worlds with the mouth closed throughout: the latents carry no mouth movement.
+    silent = simulate(ChunkCodes(**{**vars(codes), "speaking": np.zeros_like(codes.speaking)}), identity)
+    chunks = torch.from_numpy(silent.frames.reshape(-1, 4, 128, 128, 3))
+    voice = chunk_voices(voices_of(talking), codec.cfg.voice_taps).flatten(0, 1)
+    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        z = codec.encode(to_pixels(chunks))
+        spoken = to_uint8(codec.decode(z, voice).float()).numpy().reshape(talking.frames.shape)
+        quiet = (
+            to_uint8(codec.decode(z, torch.zeros_like(voice)).float()).numpy().reshape(talking.frames.shape)
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = np.concatenate([np.nan_to_num(measure(spoken[i], i).mouth) for i in range(4)])
+        closed = np.concatenate([np.nan_to_num(measure(quiet[i], i).mouth) for i in range(4)])
+    assert np.corrcoef(got, talking.truth["mouth"].ravel())[0, 1] > 0.7
+    assert closed.mean() < 0.5 * got.mean()  # silence: only what the face itself does (a surprised face)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,10 @@ from streaming_model.runtime import Generator, Session
 
 TALK = ChunkCondition(action="wave", speaking=True, audio=(0.2, 0.9, 0.5, 0.1), emotion="happy")
 SCRIPT = [ChunkCondition(action=a) for a in ("idle", "walk_left", "walk_left", "nod", "jump", "jump", "sit")]
+SPEECH = [
+    ChunkCondition(speaking=True, audio=tuple(float(v) for v in np.random.default_rng(i).uniform(0, 1, 4)))
+    for i in range(6)
+]
 
 
 def run(session: Session, conds: list[ChunkCondition]) -> list[np.ndarray]:
@@ -110,6 +115,31 @@ def test_rollback_then_regenerate_reproduces_the_same_frames(tiny_generator: Gen
     assert same(first[-3:], again)
 
 
+def test_rollback_through_speech_reproduces_the_mouth_that_reads_the_voice_before_it(
+    tiny_generator: Generator,
+) -> None:
+    s = tiny_generator.open_session(identity=1, seed=5)
+    first = run(s, SPEECH)
+    s.rollback(3)
+    assert same(first[-3:], run(s, SPEECH[-3:]))
+
+
+def test_the_decoder_draws_each_frame_from_its_voice_and_the_voice_just_before(
+    tiny_generator: Generator,
+) -> None:
+    s = tiny_generator.open_session(identity=1, seed=5)
+    run(s, SPEECH[:2])
+    pending = s.generate(SPEECH[2])
+    assert pending is not None and len(pending.voice) == 2 + 4  # 3 taps: the 2 values before, then 4
+    assert pending.voice[:2] == SPEECH[1].audio[-2:]
+    frames = s.decode(pending)
+    silent = s.decode(replace(pending, voice=(0.0,) * 6))
+    other_tail = s.decode(replace(pending, voice=(1.0, 1.0, *pending.voice[2:])))
+    assert not np.array_equal(frames, silent)
+    assert not np.array_equal(frames[0], other_tail[0])  # the first frame reads the chunk before
+    assert np.array_equal(frames[3], other_tail[3])  # the last one reads only its own chunk
+
+
 def test_rollback_and_redirect_change_only_the_future(tiny_generator: Generator) -> None:
     s = tiny_generator.open_session(identity=3, seed=4)
     first = run(s, SCRIPT)
@@ -136,6 +166,16 @@ def test_snapshot_restore_continues_exactly(tiny_generator: Generator) -> None:
     run(s, [TALK, TALK])
     s.restore(snap)
     assert same(run(s, SCRIPT[3:]), after)
+
+
+def test_snapshot_restore_keeps_the_voice_the_next_mouth_reads(tiny_generator: Generator) -> None:
+    s = tiny_generator.open_session(identity=4, seed=2)
+    run(s, SPEECH[:3])
+    snap = s.snapshot()
+    after = run(s, SPEECH[3:])
+    run(s, [ChunkCondition(), ChunkCondition()])
+    s.restore(snap)
+    assert same(run(s, SPEECH[3:]), after)
 
 
 def test_write_time_and_naive_caches_give_identical_frames_and_naive_costs_more(
