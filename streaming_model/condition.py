@@ -12,11 +12,15 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from .manifest import ACTION_INDEX, EMOTION_INDEX, FPS, FRAMES_PER_CHUNK
+from .manifest import ACTION_INDEX, ACTIONS, EMOTION_INDEX, FPS, FRAMES_PER_CHUNK
 
 # Frequencies (Hz) of the world's cyclic motions; phase features at these make cycles easy to learn.
 CYCLE_HZ: tuple[float, ...] = (2.0, 2.5, 1.0 / 0.75)
 PHASE_CLIP_S = 4.0
+# Which actions read a target point and which a paw: for the others these inputs are zeroed, so the model
+# sees them only where they mean something.
+_USES_TARGET = np.array([any(p.name.startswith("target") for p in a.params) for a in ACTIONS], np.float32)
+_USES_PAW = np.array([any(p.name == "paw" for p in a.params) for a in ACTIONS], np.float32)
 CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
 
 
@@ -112,14 +116,15 @@ def continuous_features(codes: ChunkCodes) -> np.ndarray:
     """The model's continuous condition vector per chunk, (N, K, CONT_DIM) float32.
 
     Phase enters as seconds (clipped) and as sin/cos at the world's cycle frequencies, per frame, so
-    that where a wave or nod is in its cycle is a smooth function of the input.
+    that where a wave or nod is in its cycle is a smooth function of the input. The target and the paw are
+    zero for actions that do not take them.
     """
     frames = codes.phase0[..., None] + np.arange(FRAMES_PER_CHUNK)  # (N, K, 4)
     t = frames.astype(np.float32) / FPS
     feats = [
-        codes.target,
+        codes.target * _USES_TARGET[codes.action][..., None],
         codes.gaze,
-        codes.paw[..., None],
+        (codes.paw * _USES_PAW[codes.action])[..., None],
         codes.speaking[..., None],
         codes.audio * codes.speaking[..., None],
         np.minimum(t, PHASE_CLIP_S) / PHASE_CLIP_S,

@@ -186,6 +186,12 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=6e-4)
+    ap.add_argument(
+        "--lr-end",
+        type=float,
+        default=None,
+        help="anneal the learning rate linearly to this over this run's minutes (default: keep --lr)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ckpt-every-min", type=float, default=4.0)
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
@@ -247,6 +253,9 @@ def main() -> None:
 
     while time.time() < t_end:
         lr = args.lr * min(1.0, (step + 1) / 300)
+        if args.lr_end is not None:  # by the clock: steps per second vary with what else runs here
+            done = 1.0 - max(0.0, t_end - time.time()) / (args.minutes * 60)
+            lr = lr + (args.lr_end - lr) * done
         for g in opt.param_groups:
             g["lr"] = lr
         use_rollout = step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob

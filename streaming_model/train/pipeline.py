@@ -49,6 +49,7 @@ def main() -> None:
         "--shards", type=int, default=5, help="shard 0 validates; each is 50 episodes x 48 chunks"
     )
     ap.add_argument("--dit-minutes", type=float, default=600.0)
+    ap.add_argument("--dit-lr-end", type=float, help="anneal the transformer's learning rate to this")
     ap.add_argument("--rollout-after", type=int, default=1500, help="transformer step to start own-rollouts")
     # Two threads with OMP_WAIT_POLICY=PASSIVE: fast when the machine is idle, no spin-wait collapse
     # when other work holds a core.
@@ -67,8 +68,15 @@ def main() -> None:
         CODEC_DONE.write_text("encoder frozen: latent shards depend on it\n")
     stage("dit_data", "--shards", str(args.shards), *threads)
     print(f"{len(list(DATA_DIR.glob('shard_*.npz')))} shards ready", flush=True)
+    anneal = ["--lr-end", str(args.dit_lr_end)] if args.dit_lr_end is not None else []
     stage(
-        "dit_train", "--minutes", str(args.dit_minutes), "--rollout-after", str(args.rollout_after), *threads
+        "dit_train",
+        "--minutes",
+        str(args.dit_minutes),
+        "--rollout-after",
+        str(args.rollout_after),
+        *anneal,
+        *threads,
     )
 
 
