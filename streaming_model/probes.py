@@ -64,7 +64,10 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     limb = _near(f, pal[2])
     eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
     mouth = _near(f, P.MOUTH_OPEN) & char
-    rows_any = char.sum(-1) >= 3  # a row counts with a few pixels: one stray pixel is not the body
+    # A row counts with a few pixels (one stray pixel is not the body) but not with half the width: the
+    # character is narrower, and a JPEG-coded frame smears the floor's edge into a full-width line.
+    per_row = char.sum(-1)
+    rows_any = (per_row >= 3) & (per_row < 64)
     top = np.where(rows_any.any(-1), np.argmax(rows_any, -1), 128).astype(np.float32)
     # Eyes sit 10-18 rows below the top of the ears whatever the pose: look only there.
     below_top = _ROWS[:, None] - top[..., None, None]
@@ -78,7 +81,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     head_rows = (below_top >= 4) & (below_top <= 28)
     head_x = _centroid(body & head_rows, -1)
     below_head = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None]) > 18
-    x = _centroid(char & below_head, -1)
+    x = _centroid(char & below_head & ~below, -1)  # on the floor, JPEG coding blurs the shadow's edge
     # Facing from two cues: the eyes' offset in the head (sharp on truth) and the belly's offset on
     # the torso (large, so it survives blur); their mean, or whichever is visible.
     eye_facing = (eye_x - head_x) / 9.0
@@ -100,7 +103,10 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     paw_left = (limb & band & (cols < hx - 14)).sum((-1, -2)) > 12
     paw_right = (limb & band & (cols > hx + 14)).sum((-1, -2)) > 12
 
-    bottom = 127 - np.argmax(rows_any[..., ::-1], -1)
+    # The lowest row above the floor: JPEG coding blurs the floor's edge and the shadow, so rows on the
+    # floor are left out (a character standing on it has a gap of 0 either way).
+    above = rows_any & ~below[:, 0]
+    bottom = 127 - np.argmax(above[..., ::-1], -1)
     bottom_gap = (FLOOR_Y - 1 - bottom).astype(np.float32)
     jumping = bottom_gap > 3
     sitting = (~jumping) & (top > FLOOR_Y - 70)

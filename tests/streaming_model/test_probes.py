@@ -1,12 +1,15 @@
-"""The probes read rendered ground truth correctly: they are the eyes of every quality test."""
+"""The probes read rendered ground truth correctly, also JPEG-coded: they are the eyes of every quality
+test."""
 
 from __future__ import annotations
 
 import collections
+import io
 import warnings
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from streaming_model.manifest import ACTION_NAMES
 from streaming_model.probes import _slice, action_shown, identify, measure, motion_energy
@@ -98,3 +101,23 @@ def test_motion_energy_is_zero_for_still_frames_and_positive_for_walking() -> No
     still = np.repeat(ep.frames[0, :1], 4, axis=0)
     assert motion_energy(still).max() == 0.0
     assert motion_energy(ep.frames[0]).shape == (7,)
+
+
+def test_the_probes_read_frames_as_a_client_receives_them_jpeg_coded(episode: Episode) -> None:
+    # The server sends JPEG (quality 85, 4:2:0 chroma): edges bleed, colours shift a little.
+    def jpeg(frame: np.ndarray) -> np.ndarray:
+        buf = io.BytesIO()
+        Image.fromarray(frame).save(buf, format="JPEG", quality=85)
+        return np.asarray(Image.open(buf).convert("RGB"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(4):
+            ident = int(episode.identity[i])
+            coded = np.stack([jpeg(f) for f in episode.frames[i]])
+            got, raw = measure(coded, ident), measure(episode.frames[i], ident)
+            assert np.nanmax(np.abs(got.x - raw.x)) < 3.0
+            for name in ("jumping", "sitting", "paw_left", "paw_right"):
+                assert (getattr(got, name) == getattr(raw, name)).mean() > 0.95, name
+            if np.std(episode.truth["mouth"][i]) > 0.05:
+                assert np.corrcoef(np.nan_to_num(got.mouth), episode.truth["mouth"][i])[0, 1] > 0.8
