@@ -31,14 +31,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
 
 from server import demo_audio
 from server.client import Received, SessionClient, VideoFrame
@@ -317,17 +315,8 @@ def voice_mouth_offset(received: Received, identity: int, max_lag: int = 6) -> s
     """
     from streaming_model.probes import measure
 
-    loudness = {
-        round(a.header["pts_ms"] * FPS / 1000): float(
-            np.sqrt(np.mean(np.frombuffer(a.pcm, "<i2").astype(np.float64) ** 2))
-        )
-        for a in received.audio
-        if a.pcm
-    }
-    slots = [round(f.header["pts_ms"] * FPS / 1000) for f in received.video]
-    frames = np.stack([np.asarray(Image.open(io.BytesIO(f.jpeg)).convert("RGB")) for f in received.video])
-    mouth = measure(frames, identity).mouth
-    voice = np.array([loudness.get(s, 0.0) for s in slots])
+    voice = received.voice_loudness()
+    mouth = np.nan_to_num(measure(received.pictures(), identity).mouth)
     if voice.std() == 0 or mouth.std() == 0:
         return "not measured: the character did not speak, or its mouth never moved"
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import websockets
+from PIL import Image
 from websockets.asyncio.client import ClientConnection
 
 from server.protocol import Kind, decode_media
@@ -46,6 +49,21 @@ class Received:
 
     def first_reflecting(self, event_id: str) -> VideoFrame | None:
         return next((f for f in self.video if event_id in f.header.get("reflects", ())), None)
+
+    def pictures(self, frames: list[VideoFrame] | None = None) -> np.ndarray:
+        """The video frames (all, or those given) decoded to RGB, (N, H, W, 3) uint8."""
+        chosen = self.video if frames is None else frames
+        return np.stack([np.asarray(Image.open(io.BytesIO(f.jpeg)).convert("RGB")) for f in chosen])
+
+    def voice_loudness(self, frames: list[VideoFrame] | None = None) -> np.ndarray:
+        """RMS of the character's audio sent with each video frame (all, or those given), 0 for none."""
+        rms = {
+            a.header["pts_ms"]: float(np.sqrt(np.mean(np.frombuffer(a.pcm, "<i2").astype(np.float64) ** 2)))
+            for a in self.audio
+            if a.pcm
+        }
+        chosen = self.video if frames is None else frames
+        return np.array([rms.get(f.header["pts_ms"], 0.0) for f in chosen])
 
 
 class SessionClient:

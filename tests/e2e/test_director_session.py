@@ -5,6 +5,7 @@ Director answers with streamed tool calls, and the character's voice and actions
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from server.demo_audio import noise, speech
 from server.limits import Limits
 from server.media import pcm16
 from server.sessions import SessionFactory
+from streaming_model.probes import measure
 from tests.support.llm_server import Call, LLMServer, Reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -57,7 +59,7 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
         Reply(
             tool_calls=[
                 Call("say", {"text": "My name is Pip. Nice to meet you!"}),
-                Call("perform", {"action": "wave"}),
+                Call("perform", {"action": "jump"}),
             ]
         ),
         Reply(text=""),
@@ -69,15 +71,35 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
         )
         await stream(client, question)
         heard = await client.wait_type("input.transcript", timeout=30)
+        # The Director hears it when the client does: it can act only from then on.
+        heard_at = next(t for t, m in client.received.messages if m is heard)
         assert "name" in heard["text"].lower()
         request = (await asyncio.wait_for(llm.wait_for_requests(1), 30))[0]
         assert "what is your name" in request["messages"][-1]["content"].lower()
         started = await client.wait_type("character.speech", state="started", timeout=30)
         assert started["text"] == "My name is Pip. Nice to meet you!"
         await client.wait_type("character.speech", state="ended", timeout=30)
+        ended_at = client.received.video[-1].header["pts_ms"]
+        await client.wait_frame(lambda f: f.header["pts_ms"] > ended_at + 1000)  # and a second more
         assert loud(client, 0.0) > 0.05  # the voice was sent with the frames
         plans = client.received.of_type("director.plan")
         assert plans and all(p["epoch"] >= 0 for p in plans)
+
+    # The frames show it: the probes find jumps only after the answer, and a mouth that follows the voice.
+    video = client.received.video
+    before = [f for f in video if f.t < heard_at]
+    after = [f for f in video if f.t >= heard_at]
+    assert len(before) >= 48  # the 3 s question
+    identity = 0  # the default character
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert not measure(client.received.pictures(before), identity).jumping.any()
+        answer = measure(client.received.pictures(after), identity)
+    assert answer.jumping.sum() >= 4
+    voice = client.received.voice_loudness(after)
+    talking = voice > 0
+    assert talking.sum() >= 24  # at least a second of voice
+    assert np.corrcoef(voice[talking], np.nan_to_num(answer.mouth[talking]))[0, 1] > 0.5
 
 
 async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(url: str, llm: LLMServer) -> None:
