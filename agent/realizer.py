@@ -115,6 +115,8 @@ class _Voice:
     speech_id: str
     behavior: Speech
     start: int | None = None
+    cued: int | None = None
+    """The chunk whose output cued it; ``start`` moves later when the voice reports a delay."""
     duration_s: float | None = None
     stopped_s: float | None = None
     envelope: tuple[float, ...] = ()
@@ -298,14 +300,24 @@ class Realizer:
 
     # --------------------------------------------------------------------------- voice reports
 
-    def speech_started(self, speech_id: str, duration_s: float | None = None) -> None:
-        """The server started playing ``speech_id``; ``duration_s`` is its synthesised length."""
+    def speech_started(self, speech_id: str, duration_s: float | None = None, delay_s: float = 0.0) -> None:
+        """The server started playing ``speech_id``; ``duration_s`` is its synthesised length, ``delay_s``
+        how long after its cue chunk began the voice starts sounding (word-synchronised behaviors and
+        sync points after the speech move with it)."""
         found = self._voices.get(speech_id)
         if found is None:
             return
         entry, voice = found
+        retime = False
         if duration_s is not None and math.isfinite(duration_s) and duration_s > 0:
             voice.duration_s = duration_s
+            retime = True
+        if voice.cued is not None and math.isfinite(delay_s) and delay_s > 0:
+            start = voice.cued + math.ceil(delay_s / CHUNK_S - 1e-9)
+            if start != voice.start:
+                voice.start = entry.fixed[voice.behavior.id] = start
+                retime = True
+        if retime:
             self._retime(entry)
         if self.voice == "server" and not voice.announced:
             voice.announced = True
@@ -490,7 +502,7 @@ class Realizer:
             entry = winners["voice"][0]
             voice = entry.voices[voice_winner.id]
             if voice.start is None:
-                voice.start = k
+                voice.start = voice.cued = k
                 entry.fixed[voice_winner.id] = k
                 self._retime(entry)
                 cues.append(

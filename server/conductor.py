@@ -406,7 +406,7 @@ class Conductor:
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame + 1, speech_id)
         for cue in out.speech_start:
-            self.player.start(cue, (m + 1) * CHUNK_FRAMES)
+            self.player.start(cue, (m + 1) * CHUNK_FRAMES, cue_frame=m * CHUNK_FRAMES)
         envelope = await self.player.envelope(m)
         if envelope is not None:
             speaking = self.player.sounding(m)

@@ -24,6 +24,7 @@ from server.voice import Utterance, Voice
 @dataclass
 class _Speaking:
     cue: SpeechCue
+    cue_frame: int  # the first frame of the chunk that cued it
     start_frame: int
     utterance: Utterance | None  # None until the first sentence is synthesised
     sentences_left: list[str]
@@ -46,8 +47,9 @@ class SpeechPlayer:
     def speaking(self) -> bool:
         return self._now is not None
 
-    def start(self, cue: SpeechCue, start_frame: int) -> None:
-        """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing.
+    def start(self, cue: SpeechCue, start_frame: int, cue_frame: int | None = None) -> None:
+        """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing. ``cue_frame`` is the
+        first frame of the chunk that cued it (default: ``start_frame``): the realizer learns the delay.
 
         Synthesis runs in the background; the conductor starts the voice a chunk after its cue, so the
         first sentence is ready long before its frames are decided or sent. Should the voice still be
@@ -59,7 +61,7 @@ class SpeechPlayer:
         if not sentences:
             self.realizer.speech_ended(cue.speech_id)
             return
-        now = _Speaking(cue, start_frame, None, sentences)
+        now = _Speaking(cue, start_frame if cue_frame is None else cue_frame, start_frame, None, sentences)
         self._now = now
         now.task = asyncio.create_task(self._synthesize(now))
 
@@ -85,7 +87,7 @@ class SpeechPlayer:
             said = max(1, len(utterance.text))
             duration *= (said + sum(len(s) + 1 for s in now.sentences_left)) / said
         self.realizer.speech_audio(now.cue.speech_id, utterance.frame_envelope(FPS).tolist())
-        self.realizer.speech_started(now.cue.speech_id, duration)
+        self.realizer.speech_started(now.cue.speech_id, duration, (now.start_frame - now.cue_frame) / FPS)
 
     def slice(self, frame: int) -> np.ndarray:
         """The character's audio for global frame ``frame`` (silence when not speaking); ends speech."""

@@ -229,6 +229,28 @@ def test_the_server_reports_the_real_duration_and_what_was_heard(bus: EventBus) 
     assert [e.state for e in drain(sub)] == ["started", "ended"]  # type: ignore[attr-defined]
 
 
+def test_a_voice_that_starts_after_its_cue_moves_what_is_synchronised_to_it(bus: EventBus) -> None:
+    def nod_chunks(delay_s: float) -> list[int]:
+        realizer = Realizer(EventBus(), voice="server")
+        realizer.submit(
+            Block(
+                source="director",
+                behaviors=[
+                    Speech(id="s", text="well then hello there my friend"),
+                    Action(name="nod", stroke=SyncRef(to="s", word="hello")),
+                    Action(name="jump", start=SyncRef(to="s", point="end", offset_s=0.5), duration_s=0.5),
+                ],
+            )
+        )
+        cue = realizer.tick(0).speech_start[0]
+        realizer.speech_started(cue.speech_id, duration_s=2.0, delay_s=delay_s)
+        outs = run(realizer, 1, 30)
+        return [o.chunk for o in outs if o.condition.action in ("nod", "jump")]
+
+    # The server sounds speech one chunk after its cue: the stroke and the later jump come one chunk later.
+    assert nod_chunks(CHUNK_S) == [c + 1 for c in nod_chunks(0.0)]
+
+
 def test_an_interrupt_cuts_speech_and_reports_what_was_heard(bus: EventBus) -> None:
     sub = bus.subscribe(CharacterSpeech, BlockInterrupted)
     realizer = Realizer(bus)
