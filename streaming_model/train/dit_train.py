@@ -9,7 +9,8 @@ Recipe (from the failed first try in shared/ENVIRONMENT.md):
   block-causal mask giving each target the reference plus the `window` previous clean chunks, exactly
   what the streaming cache gives at inference;
 - context chunks noised to a random small level (the model is told the level) against drift;
-- extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x); bf16 autocast; AdamW with warmup; EMA weights.
+- extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x), and on an
+  action's first chunks (4x), where its parameters show; bf16 autocast; AdamW with warmup; EMA weights.
 Writes checkpoints/dit/ckpt.pt, checkpoints/dit/log.jsonl and streaming_model/weights/dit.safetensors.
 """
 
@@ -34,6 +35,8 @@ CKPT_DIR = Path("checkpoints/dit")
 SEQ = 8  # chunks per training sequence
 CHAR_WEIGHT = 4.0  # extra loss weight on tokens the character touches
 FACE_WEIGHT = 8.0  # and more on eyes and mouth: a few pixels that carry gaze, emotion and lip sync
+ONSET_WEIGHT = 3.0  # extra weight on an action's first 3 chunks: only there do its parameters show
+ONSET_FRAMES = 12
 
 
 class Shards:
@@ -110,6 +113,10 @@ class Batcher:
         # A target sees its full history only from chunk `window` on, or when the sequence starts the
         # episode; earlier targets of mid-episode sequences have truncated context and get no loss.
         valid = (torch.arange(SEQ)[None] >= self.cfg.window) | torch.from_numpy(start == 0)[:, None]
+        # Once an action runs, the context shows it and the next chunk mostly continues it; which paw
+        # waves, where to look or which way to turn is decided in its first chunks.
+        onset = torch.from_numpy(codes.phase0 < ONSET_FRAMES).float()
+        valid = valid * (1.0 + ONSET_WEIGHT * onset)
         # Time positions: the reference at 0, chunks at off..off+SEQ-1 (distance to the reference is
         # drawn over the trained range, as the runtime's rebasing keeps it there).
         hi = self.cfg.max_distance - SEQ + 1
