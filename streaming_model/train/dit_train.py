@@ -10,7 +10,9 @@ Recipe (from the failed first try in shared/ENVIRONMENT.md):
   what the streaming cache gives at inference;
 - context chunks noised to a random small level (the model is told the level) against drift;
 - extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x), and on an
-  action's first chunks (4x), where its parameters show; bf16 autocast; AdamW with warmup; EMA weights.
+  action's first chunks (4x), where its parameters show; a quarter of the sequences placed on onsets of
+  actions the model is slow to learn (``--focus``, by default turn, whose direction depends on the facing
+  before it); bf16 autocast; AdamW with warmup; EMA weights.
 Writes checkpoints/dit/ckpt.pt, checkpoints/dit/log.jsonl and streaming_model/weights/dit.safetensors.
 """
 
@@ -27,6 +29,7 @@ import torch
 from ..condition import ChunkCodes, continuous_features
 from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend
 from ..loading import DIT_PATH, load_dit
+from ..manifest import ACTION_INDEX
 from ..weights import WEIGHTS_DIR, save_weights
 from .common import Progress, load_checkpoint, save_checkpoint
 from .dit_data import DATA_DIR, FIELDS
@@ -80,9 +83,23 @@ def teacher_forcing_mask(window: int, seq: int, tokens: int) -> torch.Tensor:
 class Batcher:
     """Builds teacher-forcing batches: chunk list [ref, clean 0..T-2, noisy 0..T-1]."""
 
-    def __init__(self, cfg: DiTConfig, data: dict[str, np.ndarray], reference: np.ndarray) -> None:
+    def __init__(
+        self,
+        cfg: DiTConfig,
+        data: dict[str, np.ndarray],
+        reference: np.ndarray,
+        focus: tuple[str, ...] = (),
+        focus_prob: float = 0.0,
+    ) -> None:
         self.cfg, self.d, self.ref = cfg, data, reference
         self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
+        # Onsets of the focus actions, (episode, chunk), where a whole sequence fits with the onset at a
+        # position that gets its loss.
+        k = data["action"].shape[1]
+        wanted = np.isin(data["action"], [ACTION_INDEX[a] for a in focus]) & (data["phase0"] == 0)
+        chunk = np.arange(k)[None]
+        self.onsets = np.argwhere(wanted & (chunk >= cfg.window) & (chunk <= k - 2))
+        self.focus_prob = focus_prob if len(self.onsets) else 0.0
 
     def batch(self, gen: torch.Generator, b: int) -> dict[str, torch.Tensor]:
         """One batch of b sequences with noise, conditions, positions and loss weights."""
@@ -91,6 +108,15 @@ class Batcher:
         # A quarter of the batches start their episodes (the session start: reference pose, position 1).
         episode_start = torch.rand(1, generator=gen).item() < 0.25
         start = torch.randint(k - SEQ + 1, (b,), generator=gen).numpy() * (not episode_start)
+        if not episode_start and self.focus_prob:
+            # Some sequences are placed around an onset of a focus action (an action the model is slow
+            # to learn), the onset somewhere in the part of the sequence that gets a loss.
+            focused = (torch.rand(b, generator=gen) < self.focus_prob).numpy()
+            pick = self.onsets[torch.randint(len(self.onsets), (b,), generator=gen).numpy()]
+            at = torch.randint(self.cfg.window, SEQ - 1, (b,), generator=gen).numpy()
+            shifted = np.clip(pick[:, 1] - at, 0, k - SEQ)
+            ep = np.where(focused, pick[:, 0], ep)
+            start = np.where(focused, shifted, start)
         idx = (ep[:, None], start[:, None] + np.arange(SEQ))
         x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
         tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
@@ -203,6 +229,10 @@ def main() -> None:
     ap.add_argument("--ckpt-every-min", type=float, default=4.0)
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
     ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
+    ap.add_argument(
+        "--focus", nargs="*", default=["turn"], help="actions whose onsets are sampled more often"
+    )
+    ap.add_argument("--focus-prob", type=float, default=0.25, help="share of sequences placed on them")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     CKPT_DIR.mkdir(parents=True, exist_ok=True)
@@ -235,7 +265,7 @@ def main() -> None:
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",
         flush=True,
     )
-    train_b = Batcher(cfg, shards.train, shards.reference)
+    train_b = Batcher(cfg, shards.train, shards.reference, tuple(args.focus), args.focus_prob)
     val_b = Batcher(cfg, shards.val, shards.reference)
     val_batches = [val_b.batch(torch.Generator().manual_seed(i), 4) for i in range(3)]
     gen = torch.Generator().manual_seed(1 + step)
