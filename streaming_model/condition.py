@@ -21,6 +21,9 @@ PHASE_CLIP_S = 4.0
 # sees them only where they mean something.
 _USES_TARGET = np.array([any(p.name.startswith("target") for p in a.params) for a in ACTIONS], np.float32)
 _USES_PAW = np.array([any(p.name == "paw" for p in a.params) for a in ACTIONS], np.float32)
+# They enter at 4x the scale of the other inputs: an action's parameters decide only its first frames, so
+# the model sees little of them, and a larger input makes its weights for them learn faster.
+PARAM_GAIN = 4.0
 CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
 
 
@@ -117,14 +120,14 @@ def continuous_features(codes: ChunkCodes) -> np.ndarray:
 
     Phase enters as seconds (clipped) and as sin/cos at the world's cycle frequencies, per frame, so
     that where a wave or nod is in its cycle is a smooth function of the input. The target and the paw are
-    zero for actions that do not take them.
+    zero for actions that do not take them (and scaled up by ``PARAM_GAIN`` for those that do).
     """
     frames = codes.phase0[..., None] + np.arange(FRAMES_PER_CHUNK)  # (N, K, 4)
     t = frames.astype(np.float32) / FPS
     feats = [
-        codes.target * _USES_TARGET[codes.action][..., None],
+        codes.target * (PARAM_GAIN * _USES_TARGET[codes.action])[..., None],
         codes.gaze,
-        (codes.paw * _USES_PAW[codes.action])[..., None],
+        (codes.paw * PARAM_GAIN * _USES_PAW[codes.action])[..., None],
         codes.speaking[..., None],
         codes.audio * codes.speaking[..., None],
         np.minimum(t, PHASE_CLIP_S) / PHASE_CLIP_S,
