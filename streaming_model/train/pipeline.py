@@ -3,8 +3,9 @@
     nohup nice -n 19 python -m streaming_model.train.pipeline > checkpoints/pipeline.log 2>&1 &
 
 Stages: (1) codec until --codec-psnr dB or --codec-minutes of training in all; (2) encode latent shards
-for the transformer (the encoder is frozen from here on); (3) the transformer for --dit-minutes per run;
-(4) optionally more decoder-only codec training (keeps the transformer's latents valid).
+for the transformer (the encoder is frozen from here on); (3) teach the decoder to draw the mouth from the
+voice, --voice-minutes, decoder only (keeps the transformer's latents valid); (4) the transformer for
+--dit-minutes per run.
 Each stage resumes from its own checkpoint, so killing and restarting this script loses at most a few
 minutes of work.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..loading import CODEC_PATH
+from ..loading import CODEC_PATH, load_codec
 from .dit_data import DATA_DIR
 
 CODEC_DONE = Path("checkpoints/codec/DONE")
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument(
         "--shards", type=int, default=5, help="shard 0 validates; each is 50 episodes x 48 chunks"
     )
+    ap.add_argument("--voice-minutes", type=float, default=12.0, help="decoder training to read the voice")
     ap.add_argument("--dit-minutes", type=float, default=600.0)
     ap.add_argument("--dit-lr-end", type=float, help="anneal the transformer's learning rate to this")
     ap.add_argument("--rollout-after", type=int, default=1500, help="transformer step to start own-rollouts")
@@ -68,6 +70,17 @@ def main() -> None:
         CODEC_DONE.write_text("encoder frozen: latent shards depend on it\n")
     stage("dit_data", "--shards", str(args.shards), *threads)
     print(f"{len(list(DATA_DIR.glob('shard_*.npz')))} shards ready", flush=True)
+    if load_codec().cfg.voice_taps == 0:  # exports a codec whose decoder reads the voice
+        stage(
+            "codec_train",
+            "--voice-taps",
+            "3",
+            "--face-weight",
+            "8",
+            "--minutes",
+            str(args.voice_minutes),
+            *threads,
+        )
     anneal = ["--lr-end", str(args.dit_lr_end)] if args.dit_lr_end is not None else []
     stage(
         "dit_train",
