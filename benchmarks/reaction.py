@@ -392,7 +392,12 @@ if __name__ == "__main__":
     parser.add_argument("--url", help="a running server's session endpoint (default: start one here)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--rounds", type=int, default=12, help="inputs per kind")
-    parser.add_argument("--gap", type=int, default=12, help="chunks between inputs (12 = 2 s)")
+    parser.add_argument(
+        "--gap",
+        type=int,
+        default=15,
+        help="chunks between inputs (15 = 2.5 s: past the reflexes' 2 s cooldowns)",
+    )
     parser.add_argument("--minutes", type=float, help="one long session instead (timing and A/V offset)")
     parser.add_argument(
         "--phase",

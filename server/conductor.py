@@ -15,7 +15,8 @@ generator's cache until a chunk is final, so a redirect never disturbs the past.
 Replace: a chunk that is generated but not yet sent is held by the generation loop until it is handed to
 the sender. An urgent event in that time, while the deadline still allows a regeneration, has the
 realizer re-decide it; when the condition changed, the generator rolls back that one chunk and generates
-it again. Only chunks nobody has seen are ever replaced.
+it again. A replacement that would be late is abandoned and the generator restored: the chunk already
+generated goes out on time. Only chunks nobody has seen are ever replaced.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ from streaming_model.manifest import FRAME_SIZE
 from streaming_model.runtime import Session as ModelSession
 
 log = logging.getLogger(__name__)
+
+SETTLE_TURNS = 8
+"""Loop turns an urgent event's re-decision waits at most for the minds to take it."""
+
+REPLACE_FINISH_S = 0.03
+"""A replacement still generating this long before its chunk's send time is abandoned: committing,
+decoding and encoding take about 20 ms, and the chunk already generated is sent instead."""
 
 HANDOFF_S = 0.002
 """A generated chunk goes to the sender this long before its first frame is due."""
@@ -131,6 +139,7 @@ class Conductor:
         self._ready: asyncio.Queue[ReadyChunk] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._urgent: Subscription | None = None
+        self._forward: Subscription | None = None
         self._seq = 0
         self._t0 = 0.0
         self.chunk_times: deque[float] = deque(maxlen=200)
@@ -161,7 +170,7 @@ class Conductor:
         """Start listening, thinking, generating and sending."""
         self._send = send
         self._urgent = self.bus.subscribe(*URGENT, name="conductor", maxsize=64)
-        forward = self.bus.subscribe(
+        self._forward = forward = self.bus.subscribe(
             SpeechStarted,
             SpeechStopped,
             SoundOnset,
@@ -380,16 +389,55 @@ class Conductor:
                 or send_at - loop.time() < self._typical() * self.config.redirect_margin
             ):
                 continue  # too late to redo it: the event lands in the next chunk
-            await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
+            await self._let_minds_take_events()
             out = await self._decide(chunk.gen_chunk, chunk.index)
             if out.condition == chunk.condition:
                 continue
-            await loop.run_in_executor(self._pool, self.model.rollback, 1)
-            new = await self._make_chunk(chunk.gen_chunk, chunk.index, out)
-            new.reflects = tuple(sorted(set(chunk.reflects) | set(new.reflects), key=_event_order))
+            new = await self._regenerate(chunk, out, send_at - REPLACE_FINISH_S)
+            if new is None:  # it would have been late: the chunk stays, the answer shows in the next one
+                self._carry |= set(out.reflects)
+                break
             self.replaced += 1
             chunk = new
         return chunk
+
+    async def _regenerate(self, chunk: ReadyChunk, out: ChunkOutput, deadline: float) -> ReadyChunk | None:
+        """Generate a committed, unsent chunk again under ``out``; None (and the old chunk kept, the
+        generator as it was) when the new one would not be ready by ``deadline``."""
+        loop = asyncio.get_running_loop()
+        cancel = threading.Event()
+        timer = loop.call_at(deadline, cancel.set)
+        started = loop.time()
+        try:
+            jpegs = await loop.run_in_executor(self._pool, self._redo, out.condition, cancel)
+        finally:
+            timer.cancel()
+        if jpegs is None:
+            return None
+        self.chunk_times.append(loop.time() - started)
+        reflects = tuple(sorted(set(chunk.reflects) | set(out.reflects), key=_event_order))
+        return ReadyChunk(chunk.index, chunk.gen_chunk, jpegs, reflects, loop.time(), out.condition)
+
+    def _redo(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
+        """Worker thread: replace the last committed chunk by one generated under ``cond``; if cancelled,
+        the session is restored to how it was, old chunk included."""
+        before = self.model.snapshot()
+        self.model.rollback(1)
+        jpegs = self._generate(cond, cancel)
+        if jpegs is None:
+            self.model.restore(before)
+        return jpegs
+
+    async def _let_minds_take_events(self) -> None:
+        """Yield until the other subscribers (reflexes, script, Director) have taken what was published:
+        each handles an event in the same step that takes it, so the re-decision that follows sees their
+        answer. One turn of the loop was not always enough; a subscriber that stays busy is not waited
+        for past ``SETTLE_TURNS``."""
+        mine = (self._urgent, self._forward)
+        for _ in range(SETTLE_TURNS):
+            await asyncio.sleep(0)
+            if not any(s.pending for s in self.bus.subscriptions if s not in mine):
+                return
 
     def _typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""
@@ -482,7 +530,7 @@ class Conductor:
                 or send_at - loop.time() < self._typical() * self.config.redirect_margin
             ):
                 continue  # too late for this chunk: the event lands in the next one
-            await asyncio.sleep(0)  # let the reflexes and scripts that share the event submit first
+            await self._let_minds_take_events()
             out = await self._decide(k, m)
             if out.condition != cond:
                 return out
