@@ -90,6 +90,8 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     start_delay_s: float = 0.3
     """The first chunk is sent this long after the session starts (model warm-up, first generation)."""
     redirect: bool = True
+    replace: bool = True
+    """Regenerate a generated chunk not yet sent when an urgent event changes its decision."""
     redirect_margin: float = 1.25
     """Regenerate (in flight, or a generated chunk not yet sent) only when the time left exceeds this many
     times the typical chunk time."""
@@ -363,7 +365,7 @@ class Conductor:
                 # Handed over just before its first frame is due; a boundary job (a story move) may have
                 # taken a checkpoint that includes it, so then it stays as it is.
                 hand_at = min(start_at, self._t0 + staged.index * CHUNK_S - HANDOFF_S)
-                if not moved:
+                if self.config.replace and not moved:
                     staged = await self._replace_until(staged, hand_at)
                 self._ready.put_nowait(staged)
             if (delay := start_at - loop.time()) > 0:

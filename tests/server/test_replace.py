@@ -68,3 +68,22 @@ async def test_an_input_landing_on_a_generated_unsent_chunk_replaces_it(ahead: O
         replaced = await asyncio.to_thread(replaced_total, ahead)
     assert replaced >= 3
     assert sorted(shown)[:3] == [3, 3, 3], shown
+
+
+async def test_with_replacement_off_generated_chunks_are_sent_as_they_are(factory: SessionFactory) -> None:
+    usual = factory.conductor
+    factory.conductor = ConductorConfig(lead_chunks=3.0, replace=False)
+    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    await srv.start("127.0.0.1", 0)
+    try:
+        async with SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client:
+            await client.start(seed=2)
+            await client.wait_frame(lambda f: (f.header["chunk"], f.header["frame"]) >= (4, 3))
+            await client.send({"type": "input.gesture", "ref": "w", "gesture": "wave"})
+            accepted = await client.wait_type("input.accepted", ref="w")
+            frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
+            assert frame.header["chunk"] >= 4 + 4  # the next chunk generated after the input
+            assert await asyncio.to_thread(replaced_total, srv) == 0
+    finally:
+        await srv.close()
+        factory.conductor = usual
