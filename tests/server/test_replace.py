@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import urllib.request
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -25,12 +27,11 @@ GESTURES = [
 ]
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def ahead(factory: SessionFactory):
-    """A server whose sessions generate 3 chunks ahead: most of each chunk period, a generated chunk waits
-    unsent, so inputs land on chunks that are already generated."""
+@contextlib.asynccontextmanager
+async def serving(factory: SessionFactory, config: ConductorConfig) -> AsyncIterator[OnstageServer]:
+    """A server on loopback whose sessions run with ``config``."""
     usual = factory.conductor
-    factory.conductor = ConductorConfig(lead_chunks=3.0)
+    factory.conductor = config
     srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     try:
@@ -38,6 +39,14 @@ async def ahead(factory: SessionFactory):
     finally:
         await srv.close()
         factory.conductor = usual
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def ahead(factory: SessionFactory):
+    """A server whose sessions generate 3 chunks ahead: most of each chunk period, a generated chunk waits
+    unsent, so inputs land on chunks that are already generated."""
+    async with serving(factory, ConductorConfig(lead_chunks=3.0)) as srv:
+        yield srv
 
 
 def replaced_total(server: OnstageServer) -> int:
@@ -71,11 +80,7 @@ async def test_an_input_landing_on_a_generated_unsent_chunk_replaces_it(ahead: O
 
 
 async def test_with_replacement_off_generated_chunks_are_sent_as_they_are(factory: SessionFactory) -> None:
-    usual = factory.conductor
-    factory.conductor = ConductorConfig(lead_chunks=3.0, replace=False)
-    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
-    await srv.start("127.0.0.1", 0)
-    try:
+    async with serving(factory, ConductorConfig(lead_chunks=3.0, replace=False)) as srv:
         async with SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client:
             await client.start(seed=2)
             await client.wait_frame(lambda f: (f.header["chunk"], f.header["frame"]) >= (4, 3))
@@ -84,6 +89,3 @@ async def test_with_replacement_off_generated_chunks_are_sent_as_they_are(factor
             frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
             assert frame.header["chunk"] >= 4 + 4  # the next chunk generated after the input
             assert await asyncio.to_thread(replaced_total, srv) == 0
-    finally:
-        await srv.close()
-        factory.conductor = usual
