@@ -385,15 +385,8 @@ class Conductor:
                 event = await asyncio.wait_for(self._urgent.get(), left)
             except TimeoutError:
                 break
-            self._on_urgent(event)
-            if (
-                not self.config.redirect
-                or send_at - loop.time() < self._typical() * self.config.redirect_margin
-            ):
-                continue  # too late to redo it: the event lands in the next chunk
-            await self._let_minds_take_events()
-            out = await self._decide(chunk.gen_chunk, chunk.index)
-            if out.condition == chunk.condition:
+            out = await self._redecide(event, chunk.gen_chunk, chunk.index, send_at, chunk.condition)
+            if out is None:
                 continue
             new = await self._regenerate(chunk, out, send_at - REPLACE_FINISH_S)
             if new is None:  # it would have been late: the chunk stays, the answer shows in the next one
@@ -514,7 +507,6 @@ class Conductor:
         None once ``job`` has finished.
         """
         assert self._urgent is not None
-        loop = asyncio.get_running_loop()
         while True:
             waiter = asyncio.ensure_future(self._urgent.get())
             try:
@@ -526,16 +518,22 @@ class Conductor:
                     await asyncio.wait({waiter})
             if waiter not in done:
                 return None
-            self._on_urgent(waiter.result())
-            if (
-                not self.config.redirect
-                or send_at - loop.time() < self._typical() * self.config.redirect_margin
-            ):
-                continue  # too late for this chunk: the event lands in the next one
-            await self._let_minds_take_events()
-            out = await self._decide(k, m)
-            if out.condition != cond:
+            out = await self._redecide(waiter.result(), k, m, send_at, cond)
+            if out is not None:
                 return out
+
+    async def _redecide(
+        self, event: Event, k: int, m: int, send_at: float, cond: ChunkCondition
+    ) -> ChunkOutput | None:
+        """After an urgent event: chunk k's new decision if a regeneration still fits before ``send_at``
+        and the condition changed from ``cond``; else None (the event lands in the next chunk)."""
+        self._on_urgent(event)
+        loop = asyncio.get_running_loop()
+        if not self.config.redirect or send_at - loop.time() < self._typical() * self.config.redirect_margin:
+            return None
+        await self._let_minds_take_events()
+        out = await self._decide(k, m)
+        return out if out.condition != cond else None
 
     def _generate(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
         """Worker thread: denoise, commit, decode and encode one chunk; None if cancelled."""
