@@ -46,6 +46,11 @@ class ChunkCondition(msgspec.Struct, frozen=True):
     speaking: bool = False
     audio: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
 
+    @property
+    def voice(self) -> tuple[float, ...]:
+        """The envelope while speaking, else silence: what the decoder's mouth reads, frame by frame."""
+        return self.audio if self.speaking else (0.0,) * len(self.audio)
+
     def validate(self) -> None:
         """Raise ConditionError naming the first problem found."""
         if self.action not in ACTION_INDEX:

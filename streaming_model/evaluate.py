@@ -99,7 +99,7 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
     frames = world_frames(conds, identity)
     if codec is not None:
         chunks = torch.from_numpy(frames.reshape(-1, FRAMES_PER_CHUNK, *frames.shape[1:]))
-        voice = torch.tensor([[a if c.speaking else 0.0 for a in c.audio] for c in conds]).reshape(1, -1)
+        voice = torch.tensor([c.voice for c in conds]).reshape(1, -1)
         per_chunk = chunk_voices(voice, codec.cfg.voice_taps)[0]
         with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
             rec = codec.decode(codec.encode(to_pixels(chunks)), per_chunk)

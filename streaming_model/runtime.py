@@ -176,8 +176,7 @@ class Session:
                     x0, _ = self.dit.run(x, self._cond(cond, phase0, t), cos, sin, attend, base=self._base)
         except Cancelled:
             return None
-        voice = tuple(a if cond.speaking else 0.0 for a in cond.audio)
-        return PendingChunk(self.index, x0, cond, phase0, self.voice_tail + voice)
+        return PendingChunk(self.index, x0, cond, phase0, self.voice_tail + cond.voice)
 
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
         """Write the chunk into the cache (one pass over it at the context noise level) and decode it."""
