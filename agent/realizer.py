@@ -549,7 +549,7 @@ class Realizer:
         self, k: int, winners: dict[str, tuple[_Entry, Behavior | None]]
     ) -> tuple[ChunkCondition, tuple[str, ...]]:
         idle = self.idle.at(k)
-        action, target, paw = "idle", (0.0, 0.0), "right"
+        action, target, paw, side = "idle", (0.0, 0.0), "right", "other"
         body = winners.get("body")
         if body is None:
             action, target = idle.action, idle.target
@@ -558,6 +558,7 @@ class Realizer:
             if isinstance(b, Action):
                 action = b.name
                 paw = str(b.params.get("paw", "right"))
+                side = str(b.params.get("side", "other"))
                 target = (float(b.params.get("target_x", 0.0)), float(b.params.get("target_y", 0.0)))
             elif isinstance(b, Move):
                 step = WALK_SPEED_PER_S * CHUNK_S
@@ -592,7 +593,14 @@ class Realizer:
             if self._span(scene_claim[0], scene_claim[1])[0] == k:
                 scene = (scene_claim[1].name,)
         condition = ChunkCondition(
-            action=action, target=target, gaze=gaze, paw=paw, emotion=emotion, speaking=speaking, audio=audio
+            action=action,
+            target=target,
+            gaze=gaze,
+            paw=paw,
+            side=side,
+            emotion=emotion,
+            speaking=speaking,
+            audio=audio,
         )
         return condition, scene
 

@@ -12,15 +12,16 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from .manifest import ACTION_INDEX, ACTIONS, EMOTION_INDEX, FPS, FRAMES_PER_CHUNK
+from .manifest import ACTION_INDEX, ACTIONS, EMOTION_INDEX, FPS, FRAMES_PER_CHUNK, SIDES
 
 # Frequencies (Hz) of the world's cyclic motions; phase features at these make cycles easy to learn.
 CYCLE_HZ: tuple[float, ...] = (2.0, 2.5, 1.0 / 0.75)
 PHASE_CLIP_S = 4.0
-# Which actions read a target point and which a paw: for the others these inputs are zeroed, so the model
-# sees them only where they mean something.
+# Which actions read a target point and which a side (wave's paw, turn's facing): for the others these
+# inputs are zeroed, so the model sees them only where they mean something.
 _USES_TARGET = np.array([any(p.name.startswith("target") for p in a.params) for a in ACTIONS], np.float32)
-_USES_PAW = np.array([any(p.name == "paw" for p in a.params) for a in ACTIONS], np.float32)
+_USES_SIDE = np.array([any(p.name in ("paw", "side") for p in a.params) for a in ACTIONS], np.float32)
+_SIDE_VALUE = {"other": 0.0, "left": -1.0, "right": 1.0}
 # They enter at 4x the scale of the other inputs: an action's parameters decide only its first frames, so
 # the model sees little of them, and a larger input makes its weights for them learn faster.
 PARAM_GAIN = 4.0
@@ -35,7 +36,8 @@ class ChunkCondition(msgspec.Struct, frozen=True):
     """What the character should do during one chunk.
 
     target: look_at's point; gaze: where the eyes look for any other action. Both in [-1, 1]^2 screen
-    units (x right, y down). audio: the voice envelope of the chunk's 4 frames, in [0, 1].
+    units (x right, y down). paw: wave's paw; side: the side a turn ends facing ("other": around).
+    audio: the voice envelope of the chunk's 4 frames, in [0, 1].
     """
 
     action: str = "idle"
@@ -45,6 +47,7 @@ class ChunkCondition(msgspec.Struct, frozen=True):
     emotion: str = "neutral"
     speaking: bool = False
     audio: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
+    side: str = "other"
 
     @property
     def voice(self) -> tuple[float, ...]:
@@ -59,6 +62,8 @@ class ChunkCondition(msgspec.Struct, frozen=True):
             raise ConditionError(f"unknown emotion {self.emotion!r}; known: {sorted(EMOTION_INDEX)}")
         if self.paw not in ("left", "right"):
             raise ConditionError(f"paw must be 'left' or 'right', got {self.paw!r}")
+        if self.side not in SIDES:
+            raise ConditionError(f"side must be one of {list(SIDES)}, got {self.side!r}")
         if len(self.audio) != FRAMES_PER_CHUNK:
             raise ConditionError(
                 f"audio must hold {FRAMES_PER_CHUNK} values (one per frame), got {len(self.audio)}"
@@ -80,7 +85,7 @@ class ChunkCodes:
     emotion: np.ndarray  # int64 emotion index
     target: np.ndarray  # (N, K, 2) float32
     gaze: np.ndarray  # (N, K, 2) float32
-    paw: np.ndarray  # float32, -1 left / +1 right
+    side: np.ndarray  # float32, -1 left / +1 right (wave's paw, turn's facing), 0 a turn around
     speaking: np.ndarray  # float32 0/1
     audio: np.ndarray  # (N, K, 4) float32
     phase0: np.ndarray  # int64, frames since the action started, at the chunk's first frame
@@ -95,7 +100,7 @@ class ChunkCodes:
         return ChunkCodes(*(getattr(self, f)[:, start:stop] for f in _FIELDS))
 
 
-_FIELDS = ("action", "emotion", "target", "gaze", "paw", "speaking", "audio", "phase0")
+_FIELDS = ("action", "emotion", "target", "gaze", "side", "speaking", "audio", "phase0")
 
 
 def encode(conditions: list[ChunkCondition], phase0: list[int]) -> ChunkCodes:
@@ -113,7 +118,7 @@ def encode(conditions: list[ChunkCondition], phase0: list[int]) -> ChunkCodes:
         emotion=arr([EMOTION_INDEX[c.emotion] for c in conditions], np.int64),
         target=arr([c.target for c in conditions], np.float32),
         gaze=arr([c.gaze for c in conditions], np.float32),
-        paw=arr([1.0 if c.paw == "right" else -1.0 for c in conditions], np.float32),
+        side=arr([_SIDE_VALUE[c.side if c.action == "turn" else c.paw] for c in conditions], np.float32),
         speaking=arr([float(c.speaking) for c in conditions], np.float32),
         audio=arr([c.audio for c in conditions], np.float32),
         phase0=arr(phase0, np.int64),
@@ -124,7 +129,7 @@ def continuous_features(codes: ChunkCodes) -> np.ndarray:
     """The model's continuous condition vector per chunk, (N, K, CONT_DIM) float32.
 
     Phase enters as seconds (clipped) and as sin/cos at the world's cycle frequencies, per frame, so
-    that where a wave or nod is in its cycle is a smooth function of the input. The target and the paw are
+    that where a wave or nod is in its cycle is a smooth function of the input. The target and the side are
     zero for actions that do not take them (and scaled up by ``PARAM_GAIN`` for those that do).
     """
     frames = codes.phase0[..., None] + np.arange(FRAMES_PER_CHUNK)  # (N, K, 4)
@@ -132,7 +137,7 @@ def continuous_features(codes: ChunkCodes) -> np.ndarray:
     feats = [
         codes.target * (PARAM_GAIN * _USES_TARGET[codes.action])[..., None],
         codes.gaze,
-        (codes.paw * PARAM_GAIN * _USES_PAW[codes.action])[..., None],
+        (codes.side * PARAM_GAIN * _USES_SIDE[codes.action])[..., None],
         codes.speaking[..., None],
         codes.audio * codes.speaking[..., None],
         np.minimum(t, PHASE_CLIP_S) / PHASE_CLIP_S,

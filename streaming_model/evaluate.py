@@ -3,8 +3,9 @@
     python -m streaming_model.evaluate --seeds 20 [--world] [--compare-naive]
 
 Per seed (= session seed and identity), every action is held for 4 chunks after 2 idle chunks, in
-one continuous session; a talking segment checks that the mouth follows the audio envelope. --world
-runs the same script through the procedural world (the probes' ceiling, ~100%).
+one continuous session (turn as a turn around, from facing right after walk_right); then a turn to
+a random named side ("turn_side"); a talking segment checks that the mouth follows the audio envelope.
+--world runs the same script through the procedural world (the probes' ceiling, ~100%).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def script(seed: int) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]
         params = {"paw": str(rng.choice(["left", "right"])), "target": (float(rng.choice([-0.9, 0.9])), 0.0)}
         segments.append((name, len(conds), params))
         conds += [ChunkCondition(name, target=params["target"], paw=params["paw"])] * HOLD
+    conds += [ChunkCondition("idle")] * LEAD
+    side = str(rng.choice(["left", "right"]))
+    segments.append(("turn_side", len(conds), {"side": side}))
+    conds += [ChunkCondition("turn", side=side)] * HOLD
     env = rng.uniform(0.0, 1.0, TALK * FRAMES_PER_CHUNK)
     env[rng.random(env.shape) < 0.3] = 0.0
     segments.append(("talk", len(conds), {"audio": env}))
@@ -75,6 +80,9 @@ def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict
                 res.mouth_r = float(np.corrcoef(params["audio"], np.nan_to_num(mouth))[0, 1])
             elif name == "walk_end":
                 res.motion_end = float(np.nanmean(np.abs(np.diff(m.x[f0:]))))
+            elif name == "turn_side":
+                seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
+                res.actions[name] = action_shown("turn", seg, side=params["side"])
             else:
                 seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
                 res.actions[name] = action_shown(name, seg, params["paw"], params["target"][0])
@@ -109,7 +117,7 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
 
 def summarise(results: list[SeedResult]) -> dict[str, float]:
     """Per-action accuracy, mean mouth r, identity distance, end motion."""
-    out = {name: float(np.mean([r.actions[name] for r in results])) for name in ACTION_NAMES}
+    out = {name: float(np.mean([r.actions[name] for r in results])) for name in results[0].actions}
     out["mouth_r"] = float(np.nanmean([r.mouth_r for r in results]))
     out["identity_dist"] = float(np.nanmean([r.identity_dist for r in results]))
     out["motion_end_px"] = float(np.nanmean([r.motion_end for r in results]))

@@ -50,6 +50,8 @@ class Manifest(msgspec.Struct, frozen=True):
     identities: int
 
 
+SIDES: tuple[str, ...] = ("other", "left", "right")
+
 _TARGET = (
     ParamSpec("target_x", "float", "Horizontal target, -1 = left edge, +1 = right edge.", -1.0, 1.0, (), 0.0),
     ParamSpec("target_y", "float", "Vertical target, -1 = top, +1 = bottom.", -1.0, 1.0, (), 0.0),
@@ -59,7 +61,21 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("idle", "Stand still, relaxed; returns paws and head to rest."),
     ActionSpec("walk_left", "Walk toward the left edge, facing left.", cyclic=True),
     ActionSpec("walk_right", "Walk toward the right edge, facing right.", cyclic=True),
-    ActionSpec("turn", "Turn around to face the other way."),
+    ActionSpec(
+        "turn",
+        "Turn to face a side of the screen, or around to face the other way.",
+        (
+            ParamSpec(
+                "side",
+                "choice",
+                "Side to face after turning; 'other' turns around from the current facing.",
+                None,
+                None,
+                SIDES,
+                "other",
+            ),
+        ),
+    ),
     ActionSpec("jump", "Jump on the spot (repeats while held).", cyclic=True),
     ActionSpec("sit", "Sit down and stay seated while held."),
     ActionSpec(
@@ -90,7 +106,7 @@ NUM_IDENTITIES = 6
 def build_manifest() -> Manifest:
     """Return the manifest of the shipped model."""
     return Manifest(
-        version=1,
+        version=2,
         fps=FPS,
         frames_per_chunk=FRAMES_PER_CHUNK,
         frame_size=FRAME_SIZE,

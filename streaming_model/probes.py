@@ -162,12 +162,15 @@ def _slice(m: Measures, sl: slice) -> Measures:
     return Measures(**{k: v[..., sl] for k, v in vars(m).items()})
 
 
-def action_shown(action: str, m: Measures, paw: str = "right", target_x: float = 0.0) -> bool:
+def action_shown(
+    action: str, m: Measures, paw: str = "right", target_x: float = 0.0, side: str = "other"
+) -> bool:
     """Do the frames of one held action (measures over >= 12 frames from the action's first frame)
     show that action? Transitions get the first chunk; the verdict reads the rest.
 
     Walking is checked by displacement (unless the character is already at the edge it walks to),
-    turning by the facing sign flipping, cyclic head motions by their signatures.
+    turning by the facing sign flipping (or ending on the side asked for), cyclic head motions by
+    their signatures.
     """
     if m.x.shape[-1] < 12:
         raise ValueError("action_shown needs at least 12 frames (3 chunks)")
@@ -178,8 +181,11 @@ def action_shown(action: str, m: Measures, paw: str = "right", target_x: float =
         at_edge = (x0 < 30) if sign < 0 else (x0 > 98)
         facing_ok = np.nanmean(np.sign(late.facing[-4:])) * sign > 0.5
         return bool(facing_ok and (at_edge or (x1 - x0) * sign > 6.0))
-    if action == "turn":  # the goal side depends on the start; any large change of facing counts
+    if action == "turn":
         first, last = float(np.nanmean(m.facing[:1])), float(np.nanmean(m.facing[-3:]))
+        if side != "other":
+            return bool(last * (1.0 if side == "right" else -1.0) > 0.4)
+        # Turning around: the goal side depends on the start; any large change of facing counts.
         return bool(abs(last - first) > 0.35 and abs(last) > 0.4)
     if action == "jump":
         return bool(m.jumping.any())

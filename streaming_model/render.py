@@ -21,6 +21,7 @@ class Beat(msgspec.Struct, frozen=True):
     emotion: str = "neutral"
     speaking: bool = False
     paw: str = "right"
+    side: str = "other"
     target: tuple[float, float] = (0.0, 0.0)
     gaze: tuple[float, float] = (0.0, 0.0)
 
@@ -48,7 +49,7 @@ def conditions(beats: tuple[Beat, ...] | list[Beat], seed: int = 0) -> list[Chun
             audio = (
                 tuple(float(a) for a in rng.uniform(0.0, 1.0, FRAMES_PER_CHUNK)) if b.speaking else (0.0,) * 4
             )
-            c = ChunkCondition(b.action, b.target, b.gaze, b.paw, b.emotion, b.speaking, audio)
+            c = ChunkCondition(b.action, b.target, b.gaze, b.paw, b.emotion, b.speaking, audio, side=b.side)
             c.validate()
             out.append(c)
     return out

@@ -23,7 +23,7 @@ from ..world.palette import NUM_IDENTITIES
 from ..world.render import _BACKGROUND
 
 DATA_DIR = Path("checkpoints/dit_data")
-FIELDS = ("action", "emotion", "target", "gaze", "paw", "speaking", "audio", "phase0")
+FIELDS = ("action", "emotion", "target", "gaze", "side", "speaking", "audio", "phase0")
 
 
 def _blocks(mask: np.ndarray, patch_px: int) -> np.ndarray:

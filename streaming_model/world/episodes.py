@@ -71,7 +71,7 @@ def random_codes(rng: np.random.Generator, n: int, k: int) -> ChunkCodes:
         emotion=np.zeros((n, k), np.int64),
         target=np.zeros((n, k, 2), np.float32),
         gaze=np.zeros((n, k, 2), np.float32),
-        paw=np.ones((n, k), np.float32),
+        side=np.ones((n, k), np.float32),
         speaking=np.zeros((n, k), np.float32),
         audio=np.zeros((n, k, FRAMES_PER_CHUNK), np.float32),
         phase0=np.zeros((n, k), np.int64),
@@ -86,7 +86,9 @@ def random_codes(rng: np.random.Generator, n: int, k: int) -> ChunkCodes:
             codes.action[i, a:b] = act
             codes.phase0[i, a:b] = np.arange(b - a) * FRAMES_PER_CHUNK
             codes.target[i, a:b] = rng.uniform(-1, 1, 2)
-            codes.paw[i, a:b] = rng.choice([-1.0, 1.0])
+            # Half the turns name a side, half turn around (side 0).
+            sides = [-1.0, 0.0, 0.0, 1.0] if ACTION_NAMES[act] == "turn" else [-1.0, 1.0]
+            codes.side[i, a:b] = rng.choice(sides)
         for a, b in _segments(rng, k, 3, 12):
             codes.gaze[i, a:b] = rng.uniform(-1, 1, 2) if rng.random() < 0.6 else 0.0
         for a, b in _segments(rng, k, 6, 30):
@@ -130,7 +132,7 @@ def simulate(codes: ChunkCodes, identity: np.ndarray, state: WorldState | None =
                 codes.phase0[:, c] + j,
                 codes.target[:, c],
                 codes.gaze[:, c],
-                codes.paw[:, c],
+                codes.side[:, c],
                 codes.emotion[:, c],
                 codes.speaking[:, c],
                 codes.audio[:, c, j],

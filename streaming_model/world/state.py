@@ -76,7 +76,7 @@ def step(
     phase: np.ndarray,
     target: np.ndarray,
     gaze: np.ndarray,
-    paw: np.ndarray,
+    side: np.ndarray,
     emotion: np.ndarray,
     speaking: np.ndarray,
     audio: np.ndarray,
@@ -91,9 +91,11 @@ def step(
     walking = is_["walk_left"] | is_["walk_right"]
     walk_face = np.where(is_["walk_right"], 1.0, -1.0)
 
-    # Turning picks its goal at the action's first frame: the side opposite to the current facing.
+    # Turning picks its goal at the action's first frame: the side asked for, or (side 0) the side
+    # opposite to the current facing.
     starting_turn = is_["turn"] & (phase == 0)
-    goal = np.where(np.abs(s.facing) < 0.3, 1.0, -np.sign(s.facing))
+    around = np.where(np.abs(s.facing) < 0.3, 1.0, -np.sign(s.facing))
+    goal = np.where(side != 0, np.sign(side), around)
     s.turn_target[:] = np.where(starting_turn, goal, s.turn_target)
     face_goal = np.where(walking, walk_face, s.facing)
     face_goal = np.where(is_["turn"], s.turn_target, face_goal)
@@ -105,8 +107,10 @@ def step(
 
     # Paws: waving raises one, startle both; everything else lowers them.
     startle_env = np.where(phase < 12, 1.0, np.exp(-(phase - 12) / 12.0)).astype(np.float32)
-    left_goal = np.where(is_["wave"] & (paw < 0), 1.0, 0.0) + np.where(is_["startle"], 0.9 * startle_env, 0.0)
-    right_goal = np.where(is_["wave"] & (paw > 0), 1.0, 0.0) + np.where(
+    left_goal = np.where(is_["wave"] & (side < 0), 1.0, 0.0) + np.where(
+        is_["startle"], 0.9 * startle_env, 0.0
+    )
+    right_goal = np.where(is_["wave"] & (side > 0), 1.0, 0.0) + np.where(
         is_["startle"], 0.9 * startle_env, 0.0
     )
     s.paw_l[:] = _approach(s.paw_l, left_goal, 0.25)

@@ -73,6 +73,22 @@ def test_a_block_runs_from_the_next_tick_for_its_duration(bus: EventBus) -> None
     assert kinds == [BlockStarted, StrokeReached, BlockEnded]
 
 
+def test_action_parameters_reach_the_condition(bus: EventBus) -> None:
+    realizer = Realizer(bus, idle=quiet_idle())
+    realizer.submit(
+        Block(
+            source="script",
+            behaviors=[
+                Action(name="turn", params={"side": "left"}, duration_s=0.5),
+                Action(name="wave", params={"paw": "left"}, duration_s=0.5, start=SyncRef(offset_s=0.5)),
+            ],
+        )
+    )
+    conds = [o.condition for o in run(realizer, 0, 6)]
+    assert [(c.action, c.side) for c in conds[:3]] == [("turn", "left")] * 3
+    assert [(c.action, c.paw) for c in conds[3:6]] == [("wave", "left")] * 3
+
+
 def test_a_reflex_borrows_the_body_and_hands_it_back(bus: EventBus) -> None:
     realizer = Realizer(bus, idle=quiet_idle())
     realizer.submit(Block(id="walk", source="script", behaviors=[Action(name="walk_right", duration_s=3.0)]))

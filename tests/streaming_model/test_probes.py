@@ -86,9 +86,11 @@ def test_every_action_is_recognised_from_truth_frames() -> None:
             for s, e in zip(starts, [*starts[1:], len(a)], strict=True):
                 if e - s >= 3:
                     name = ACTION_NAMES[a[s]]
-                    paw = "right" if ep.codes.paw[i, s] > 0 else "left"
+                    side = {-1.0: "left", 0.0: "other", 1.0: "right"}[float(ep.codes.side[i, s])]
+                    paw = "left" if side == "left" else "right"
+                    turn_side = side if name == "turn" else "other"
                     ok = action_shown(
-                        name, _slice(m, slice(4 * s, 4 * e)), paw, float(ep.codes.target[i, s, 0])
+                        name, _slice(m, slice(4 * s, 4 * e)), paw, float(ep.codes.target[i, s, 0]), turn_side
                     )
                     verdicts[name].append(ok)
     assert set(verdicts) == set(ACTION_NAMES)

@@ -210,6 +210,8 @@ def test_condition_errors_name_the_problem(tiny_generator: Generator) -> None:
         s.generate(ChunkCondition(action="look_at", target=(3.0, 0.0)))
     with pytest.raises(ConditionError, match="unknown emotion"):
         s.generate(ChunkCondition(emotion="smug"))
+    with pytest.raises(ConditionError, match="side must be one of"):
+        s.generate(ChunkCondition(action="turn", side="up"))
     assert s.index == 0
 
 

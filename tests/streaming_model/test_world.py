@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from streaming_model.condition import ChunkCondition, encode, next_phase
 from streaming_model.manifest import ACTION_NAMES
 from streaming_model.world.episodes import random_codes, random_episode, reference_chunk, simulate
 from streaming_model.world.palette import NUM_IDENTITIES, SKY
@@ -51,3 +52,30 @@ def test_identities_differ() -> None:
     for i in range(NUM_IDENTITIES):
         for j in range(i + 1, NUM_IDENTITIES):
             assert np.abs(refs[i].astype(int) - refs[j]).mean() > 1.5
+
+
+def _facing_after_turn(before: str, side: str) -> float:
+    """The world's facing at the end of a 4-chunk turn that follows 3 chunks of `before`."""
+    conds = [ChunkCondition(before)] * 3 + [ChunkCondition("turn", side=side)] * 4
+    phases, prev, p = [], None, 0
+    for c in conds:
+        p = next_phase(prev, p, c.action)
+        phases.append(p)
+        prev = c.action
+    return float(simulate(encode(conds, phases), np.array([0])).truth["facing"][0, -1])
+
+
+def test_a_turn_faces_the_side_it_names_or_turns_around() -> None:
+    assert _facing_after_turn("walk_right", "other") < -0.5  # around: from right to left
+    assert _facing_after_turn("walk_left", "other") > 0.5
+    assert _facing_after_turn("walk_right", "left") < -0.5
+    assert _facing_after_turn("walk_left", "left") < -0.5  # already facing left: stays
+    assert _facing_after_turn("walk_left", "right") > 0.5
+
+
+def test_random_turns_name_a_side_half_the_time() -> None:
+    codes = random_codes(np.random.default_rng(1), 40, 48)
+    onsets = (codes.action == ACTION_NAMES.index("turn")) & (codes.phase0 == 0)
+    sides = codes.side[onsets]
+    assert 0.3 < np.mean(sides == 0) < 0.7
+    assert (sides == -1).any() and (sides == 1).any()

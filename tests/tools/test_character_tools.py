@@ -65,6 +65,7 @@ def test_enums_come_from_the_manifest() -> None:
         for s in build_toolbox(MANIFEST, ("window",)).schemas()
     }
     assert set(schemas["perform"]["properties"]["action"]["enum"]) == set(ACTION_NAMES)
+    assert set(schemas["perform"]["properties"]["side"]["anyOf"][0]["enum"]) == {"other", "left", "right"}
     assert set(schemas["set_emotion"]["properties"]["emotion"]["enum"]) == set(EMOTIONS)
     assert set(schemas["scene_event"]["properties"]["name"]["enum"]) == set(SCENE_EVENTS)
     assert schemas["move_to"]["properties"]["place"]["anyOf"][0]["enum"] == ["window"]
