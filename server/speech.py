@@ -68,7 +68,7 @@ class SpeechPlayer:
     async def _synthesize(self, now: _Speaking) -> None:
         try:
             while now.sentences_left and self._now is now:
-                part = await asyncio.to_thread(self.voice.synthesize, now.sentences_left.pop(0))
+                part = await self.voice.synthesize_async(now.sentences_left.pop(0))
                 if self._now is not now:
                     return
                 now.utterance = part if now.utterance is None else now.utterance.then(part)

@@ -11,13 +11,17 @@ proportion to their length in characters. Good to a syllable or so, which is wha
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.signal import resample_poly
+
+from events.priority import background_executor
 
 OUTPUT_RATE = 24_000  # 1000 samples per video frame at 24 fps: every frame carries a whole slice
 _SENTENCE = re.compile(r"[^.!?;:]+[.!?;:]*")
@@ -102,6 +106,16 @@ class Voice:
         self.rate = rate
         self.sampling_noise = sampling_noise
         self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()  # not _lock: that one is held through a whole synthesis
+
+    async def synthesize_async(self, text: str) -> Utterance:
+        """``synthesize`` on the voice's own worker thread, at a lower CPU priority than the video
+        (``events.priority``), awaited without blocking the loop."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = background_executor("voice")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.synthesize, text)
 
     def _sentence_audio(self, sentence: str) -> np.ndarray:
         from piper import SynthesisConfig
