@@ -1,6 +1,6 @@
 """Event-to-reaction latency of a live session, measured at the client over a real WebSocket.
 
-    .venv/bin/python benchmarks/reaction.py                      # a server in this process, ~1 minute
+    .venv/bin/python benchmarks/reaction.py                      # starts `onstage serve` for the run
     .venv/bin/python benchmarks/reaction.py --rounds 10          # more inputs per kind
     .venv/bin/python benchmarks/reaction.py --url ws://127.0.0.1:8765/v1/session
     .venv/bin/python benchmarks/reaction.py --minutes 10         # the long run: timing and A/V offset
@@ -31,12 +31,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import numpy as np
+from served import served, session_url
 
 from server import demo_audio
 from server.client import Received, SessionClient, VideoFrame
@@ -354,31 +354,18 @@ async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str) ->
     print(f"\nVoice-to-mouth offset: {voice_mouth_offset(client.received, identity=0)}")
 
 
-@contextlib.asynccontextmanager
-async def local_server() -> AsyncIterator[str]:
-    """A server in this process with the shipped models, like ``onstage serve``."""
-    from events.hearing import Hearing
-    from server.app import OnstageServer
-    from server.limits import Limits
-    from server.sessions import SessionFactory
-    from streaming_model.runtime import Generator
-
-    factory = SessionFactory(Generator.load(), hearing=Hearing())
-    # A short resume grace: a finished session must stop generating before the next one is measured.
-    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
-    await srv.start("127.0.0.1", 0)
-    try:
-        yield f"ws://127.0.0.1:{srv.port}/v1/session"
-    finally:
-        # Bounded, so a session that will not stop cannot keep the figures from being printed.
-        _, pending = await asyncio.wait({asyncio.ensure_future(srv.close())}, timeout=15)
-        if pending:
-            print("\nwarning: the server did not close within 15 s", file=sys.stderr)
+# Two sessions at once (a measured one and its reference); a short resume grace, so that a finished session
+# stops generating before the next one is measured.
+SERVER_CONFIG = """
+[server.limits]
+max_sessions = 2
+resume_grace_s = 0.2
+"""
 
 
 async def main(args: argparse.Namespace) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        url = args.url or await stack.enter_async_context(local_server())
+        url = args.url or session_url(await stack.enter_async_context(served(SERVER_CONFIG)))
         if args.minutes:
             await long_run(url, args.seed, args.minutes, args.gap, args.phase)
         else:

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
+import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
@@ -139,7 +140,16 @@ class OnstageServer:
                 f'onstage_session_on_time{{session="{sid}"}} {m.on_time}',
                 f'onstage_session_redirects_total{{session="{sid}"}} {session.conductor.redirects}',
                 f'onstage_session_replaced_total{{session="{sid}"}} {session.conductor.replaced}',
+                f'onstage_session_chunks_sent_total{{session="{sid}"}} {session.conductor.chunks_sent}',
+                f'onstage_session_chunks_on_time_total{{session="{sid}"}} {session.conductor.chunks_on_time}',
             ]
+            times = session.conductor.chunk_times
+            if times:
+                for q in (0.5, 0.99):
+                    seconds = float(np.quantile(times, q))
+                    lines.append(
+                        f'onstage_session_chunk_seconds{{session="{sid}",quantile="{q}"}} {seconds:.4f}'
+                    )
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------------------ WebSocket

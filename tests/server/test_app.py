@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import urllib.request
 
 import pytest
@@ -54,6 +55,21 @@ async def test_a_session_streams_frames_and_audio_on_the_media_clock(url: str) -
         # Sent at presentation time, not in bursts ahead of it: 8 chunks take about 8 x 166.7 ms to arrive.
         span = frames[32].t - frames[0].t
         assert span > 32 / 24 * 0.6
+
+
+async def test_metrics_count_a_live_sessions_chunks_and_time_their_generation(
+    server: OnstageServer, url: str
+) -> None:
+    async with SessionClient(url) as client:
+        started = await client.start(seed=4)
+        await client.wait_frame(lambda f: f.header["chunk"] >= 6, timeout=20)
+        _, _, body = await asyncio.to_thread(http_get, server, "/metrics")
+    sid = started["session_id"]
+    pattern = rf'^onstage_session_(\w+)\{{session="{sid}"(?:,quantile="([\d.]+)")?\}} (\S+)$'
+    lines = {name + q: float(v) for name, q, v in re.findall(pattern, body.decode(), re.M)}
+    assert lines["chunks_sent_total"] >= 7
+    assert 0 <= lines["chunks_on_time_total"] <= lines["chunks_sent_total"]
+    assert 0 < lines["chunk_seconds0.5"] <= lines["chunk_seconds0.99"] < 1.0
 
 
 async def test_the_first_message_must_be_session_start(url: str) -> None:

@@ -1,0 +1,92 @@
+"""A live server in its own process, as users meet it: ``onstage serve`` on a free loopback port.
+
+The benchmarks measure the server from outside. Run in the benchmark's own process, the server would
+share its event loop and interpreter lock with the client that measures it (20 ms microphone frames, 48
+received messages a second), and the client's work would show up as the server's lateness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = re.compile(r"serving on http://([\d.]+):(\d+)/")
+START_TIMEOUT_S = 120.0
+
+
+@contextlib.asynccontextmanager
+async def served(config_toml: str = "") -> AsyncIterator[str]:
+    """Start ``onstage serve`` with ``config_toml`` (its ``[server]`` and ``[director]`` tables) on a free
+    port; yield its base URL (``http://127.0.0.1:PORT``); stop it at the end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "onstage.toml"
+        config.write_text(config_toml)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            "0",
+            stderr=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+        )
+        assert proc.stderr is not None
+        drain: asyncio.Task[None] | None = None
+        try:
+            base = await asyncio.wait_for(_ready(proc.stderr), START_TIMEOUT_S)
+            drain = asyncio.create_task(_forward_warnings(proc.stderr))
+            yield base
+        finally:
+            if drain is not None:
+                drain.cancel()
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 15)
+                except TimeoutError:
+                    print("warning: the server did not stop within 15 s; killed", file=sys.stderr)
+                    proc.kill()
+                    await proc.wait()
+
+
+async def _ready(stream: asyncio.StreamReader) -> str:
+    while line := (await stream.readline()).decode(errors="replace"):
+        if match := READY.search(line):
+            return f"http://{match[1]}:{match[2]}"
+        sys.stderr.write(f"server: {line}")
+    raise RuntimeError("the server exited before it was serving (its output is above)")
+
+
+async def _forward_warnings(stream: asyncio.StreamReader) -> None:
+    # Read on so that the server never blocks on a full pipe; what it says goes to our stderr.
+    while line := (await stream.readline()).decode(errors="replace"):
+        sys.stderr.write(f"server: {line}")
+
+
+def session_url(base: str) -> str:
+    """The WebSocket endpoint of a server's sessions."""
+    return base.replace("http://", "ws://") + "/v1/session"
+
+
+def session_counters(base: str) -> dict[str, float]:
+    """The one live session's ``onstage_session_*`` figures from ``/metrics`` (blocking: call in a thread)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if match := re.match(
+            r'onstage_session_(\w+)\{session="[^"]+"(?:,quantile="([\d.]+)")?\} (\S+)', line
+        ):
+            name = match[1] + (f"_q{match[2]}" if match[2] else "")
+            out[name] = float(match[3])
+    return out
