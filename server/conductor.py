@@ -388,13 +388,21 @@ class Conductor:
             out = await self._redecide(event, chunk.gen_chunk, chunk.index, send_at, chunk.condition)
             if out is None:
                 continue
-            new = await self._regenerate(chunk, out, send_at - REPLACE_FINISH_S)
-            if new is None:  # it would have been late: the chunk stays, the answer shows in the next one
-                self._carry |= set(out.reflects)
+            chunk, done = await self._replace(chunk, out)
+            if not done:
                 break
-            self.replaced += 1
-            chunk = new
         return chunk
+
+    async def _replace(self, chunk: ReadyChunk, out: ChunkOutput) -> tuple[ReadyChunk, bool]:
+        """Regenerate a generated, unsent chunk under ``out`` if that is still ready in time: (the chunk to
+        send, whether it was replaced). If not, the old chunk stays and the answer shows in the next one."""
+        send_at = self._t0 + chunk.index * CHUNK_S
+        new = await self._regenerate(chunk, out, send_at - REPLACE_FINISH_S) if self.config.replace else None
+        if new is None:
+            self._carry |= set(out.reflects)
+            return chunk, False
+        self.replaced += 1
+        return new, True
 
     async def _regenerate(self, chunk: ReadyChunk, out: ChunkOutput, deadline: float) -> ReadyChunk | None:
         """Generate a committed, unsent chunk again under ``out``; None (and the old chunk kept, the
@@ -469,6 +477,7 @@ class Conductor:
         reflects = set(out.reflects) | self._carry
         self._carry = set()
         started = loop.time()
+        late: ChunkOutput | None = None  # a new decision that came after the denoising had finished
         while True:
             cancel = threading.Event()
             job = loop.run_in_executor(self._pool, self._generate, out.condition, cancel)
@@ -479,15 +488,19 @@ class Conductor:
             cancel.set()
             jpegs = await job
             if jpegs is not None:
-                # It finished before it saw the flag: these frames stand; the new decision shows next chunk.
-                self._carry |= set(redo.reflects)
+                # It finished before it saw the flag (the flag is read between denoising steps, and decoding
+                # takes about half the chunk time): the chunk is generated, so it may still be replaced.
+                late = redo
                 break
             out = redo
             reflects |= set(out.reflects)
             self.redirects += 1
         assert jpegs is not None
         self.chunk_times.append(loop.time() - started)
-        return ReadyChunk(m, k, jpegs, tuple(sorted(reflects, key=_event_order)), loop.time(), out.condition)
+        chunk = ReadyChunk(m, k, jpegs, tuple(sorted(reflects, key=_event_order)), loop.time(), out.condition)
+        if late is not None:
+            chunk, _ = await self._replace(chunk, late)
+        return chunk
 
     def _on_urgent(self, event: Event) -> None:
         if isinstance(event, SpeechStarted) and self.player.speaking:
