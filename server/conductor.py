@@ -71,9 +71,10 @@ log = logging.getLogger(__name__)
 SETTLE_TURNS = 8
 """Loop turns an urgent event's re-decision waits at most for the minds to take it."""
 
-REPLACE_FINISH_S = 0.03
-"""A replacement still generating this long before its chunk's send time is abandoned: committing,
-decoding and encoding take about 20 ms, and the chunk already generated is sent instead."""
+FINISH_SLACK_S = 0.01
+"""A replacement still denoising when only the time to finish a chunk (commit, decode, encode: its p95 over
+recent chunks) plus this is left before the send is abandoned, and the chunk already generated is sent.
+Finishing cannot be interrupted, so this is the deadline that keeps replaced chunks on time."""
 
 HANDOFF_S = 0.002
 """A generated chunk goes to the sender this long before its first frame is due."""
@@ -145,6 +146,7 @@ class Conductor:
         self._seq = 0
         self._t0 = 0.0
         self.chunk_times: deque[float] = deque(maxlen=200)
+        self.finish_times: deque[float] = deque(maxlen=200)  # commit, decode and encode of each chunk
         self.reactions_ms: deque[float] = deque(maxlen=500)
         self.frames_sent = 0
         self.frames_dropped = 0
@@ -397,7 +399,8 @@ class Conductor:
         """Regenerate a generated, unsent chunk under ``out`` if that is still ready in time: (the chunk to
         send, whether it was replaced). If not, the old chunk stays and the answer shows in the next one."""
         send_at = self._t0 + chunk.index * CHUNK_S
-        new = await self._regenerate(chunk, out, send_at - REPLACE_FINISH_S) if self.config.replace else None
+        deadline = send_at - self._finish_s() - FINISH_SLACK_S
+        new = await self._regenerate(chunk, out, deadline) if self.config.replace else None
         if new is None:
             self._carry |= set(out.reflects)
             return chunk, False
@@ -445,6 +448,10 @@ class Conductor:
     def _typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""
         return float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
+
+    def _finish_s(self) -> float:
+        """Seconds that finishing a denoised chunk (commit, decode, encode) takes in 95 % of chunks."""
+        return float(np.percentile(list(self.finish_times), 95)) if self.finish_times else CHUNK_S / 4
 
     async def _decide(self, k: int, m: int) -> ChunkOutput:
         """The realizer's decision for chunk k (media chunk m), with the voice's real mouth envelope.
@@ -555,9 +562,12 @@ class Conductor:
             return None
         if cancel.is_set():
             return None  # finished in the same instant it was cancelled: treat as cancelled, commit nothing
+        denoised = time.perf_counter()
         frames = self.model.commit(pending)
         assert frames is not None
-        return [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
+        jpegs = [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
+        self.finish_times.append(time.perf_counter() - denoised)
+        return jpegs
 
     # ------------------------------------------------------------------------------ output
 
