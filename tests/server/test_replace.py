@@ -89,3 +89,25 @@ async def test_with_replacement_off_generated_chunks_are_sent_as_they_are(factor
             frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
             assert frame.header["chunk"] >= 4 + 4  # the next chunk generated after the input
             assert await asyncio.to_thread(replaced_total, srv) == 0
+
+
+async def test_an_input_during_the_next_chunks_generation_shows_in_that_chunk(
+    factory: SessionFactory,
+) -> None:
+    # Generating one chunk ahead (the default), chunk c + 2 starts generating about 42 ms after chunk c's
+    # last frame arrived and takes about 60 ms: inputs 60-90 ms after that frame land while it is denoised
+    # or, later, decoded. Either way more than 100 ms are left before it is sent: enough to generate it
+    # again with the input.
+    async with (
+        serving(factory, ConductorConfig()) as srv,
+        SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client,
+    ):
+        await client.start(seed=5)
+        for i, delay in enumerate((0.06, 0.07, 0.08, 0.09)):
+            chunk = 4 + 4 * i
+            await client.wait_frame(lambda f, c=chunk: (f.header["chunk"], f.header["frame"]) >= (c, 3))
+            await asyncio.sleep(delay)
+            await client.send({"type": "input.gesture", "ref": f"d{i}", **GESTURES[i]})
+            accepted = await client.wait_type("input.accepted", ref=f"d{i}")
+            frame = await client.wait_frame(lambda f, e=accepted["event_id"]: e in f.header["reflects"])
+            assert frame.header["chunk"] == chunk + 2, (delay, frame.header["chunk"] - chunk)
