@@ -108,6 +108,9 @@ class ReadyChunk:
     reflects: tuple[str, ...]
     ready_at: float
     condition: ChunkCondition
+    begun_at: float  # when its decision began (the generate loop's slot for it)
+    decided_at: float  # when the decision was made (it may wait for the voice's synthesis)
+    replaced: bool = False
 
 
 Send = Callable[[bytes | str, bool], Awaitable[None]]
@@ -363,7 +366,11 @@ class Conductor:
         while True:
             moved = await self._at_boundary()
             start_at = self._t0 + (self._m - self.config.lead_chunks) * CHUNK_S
-            if staged is not None:
+            if staged is None:
+                # The first chunk starts at once: a session's first generation runs about four times as
+                # long as later ones (the worker thread's first pass through the model).
+                start_at = loop.time()
+            else:
                 # Handed over just before its first frame is due; a boundary job (a story move) may have
                 # taken a checkpoint that includes it, so then it stays as it is.
                 hand_at = min(start_at, self._t0 + staged.index * CHUNK_S - HANDOFF_S)
@@ -422,7 +429,17 @@ class Conductor:
             return None
         self.chunk_times.append(loop.time() - started)
         reflects = tuple(sorted(set(chunk.reflects) | set(out.reflects), key=_event_order))
-        return ReadyChunk(chunk.index, chunk.gen_chunk, jpegs, reflects, loop.time(), out.condition)
+        return ReadyChunk(
+            chunk.index,
+            chunk.gen_chunk,
+            jpegs,
+            reflects,
+            loop.time(),
+            out.condition,
+            chunk.begun_at,
+            chunk.decided_at,
+            replaced=True,
+        )
 
     def _redo(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
         """Worker thread: replace the last committed chunk by one generated under ``cond``; if cancelled,
@@ -478,9 +495,11 @@ class Conductor:
         redirecting it while in flight when urgent events allow."""
         loop = asyncio.get_running_loop()
         send_at = self._t0 + m * CHUNK_S
+        begun = loop.time()
         if out is None:
             self._drain_urgent()  # what arrived since the last chunk is already in this decision
             out = await self._decide(k, m)
+        decided = loop.time()
         reflects = set(out.reflects) | self._carry
         self._carry = set()
         started = loop.time()
@@ -504,7 +523,8 @@ class Conductor:
             self.redirects += 1
         assert jpegs is not None
         self.chunk_times.append(loop.time() - started)
-        chunk = ReadyChunk(m, k, jpegs, tuple(sorted(reflects, key=_event_order)), loop.time(), out.condition)
+        ordered = tuple(sorted(reflects, key=_event_order))
+        chunk = ReadyChunk(m, k, jpegs, ordered, loop.time(), out.condition, begun, decided)
         if late is not None:
             chunk, _ = await self._replace(chunk, late)
         return chunk
@@ -579,6 +599,18 @@ class Conductor:
             self.chunks_sent += 1
             if chunk.ready_at <= send_at + 1e-3:
                 self.chunks_on_time += 1
+            else:
+                log.warning(
+                    "session %s: chunk %d ready %.0f ms late; its slot began %.0f ms before the send, the "
+                    "decision took %.0f ms, generating %.0f ms%s",
+                    self.session_id,
+                    chunk.index,
+                    1000 * (chunk.ready_at - send_at),
+                    1000 * (send_at - chunk.begun_at),
+                    1000 * (chunk.decided_at - chunk.begun_at),
+                    1000 * (chunk.ready_at - chunk.decided_at),
+                    " (replaced)" if chunk.replaced else "",
+                )
             for i, jpeg in enumerate(chunk.jpegs):
                 frame = chunk.index * CHUNK_FRAMES + i
                 if (delay := self._t0 + frame * FRAME_S - loop.time()) > 0:
