@@ -3,8 +3,10 @@
     python -m streaming_model.evaluate --seeds 20 [--world] [--compare-naive]
 
 Per seed (= session seed and identity), every action is held for 4 chunks after 2 idle chunks, in
-one continuous session (turn as a turn around, from facing right after walk_right); then a turn to
-a random named side ("turn_side"); a talking segment checks that the mouth follows the audio envelope.
+one continuous session (turn as a turn around, from facing right after walk_right); then three turns
+to random named sides ("turn_side": ending on that side, which a model that always turns around fails
+when it already faces it; "turn_side_away": only the turns that started facing the other way, which a
+model that does not turn fails); a talking segment checks that the mouth follows the audio envelope.
 --world runs the same script through the procedural world (the probes' ceiling, ~100%).
 """
 
@@ -28,13 +30,15 @@ from .runtime import Generator
 from .world.palette import NUM_IDENTITIES
 
 LEAD, HOLD, TALK = 2, 4, 8  # chunks
+SIDE_TURNS = 3
 
 
 @dataclass
 class SeedResult:
     """Probe verdicts of one seed."""
 
-    actions: dict[str, bool] = field(default_factory=dict)
+    actions: dict[str, float] = field(default_factory=dict)  # share of an action's segments shown
+    turns_away: list[bool] = field(default_factory=list)  # side turns that had to change the facing
     mouth_r: float = float("nan")
     identity_dist: float = float("nan")
     motion_end: float = float("nan")  # mean |dx| per chunk during the last walk: does it still move?
@@ -50,10 +54,11 @@ def script(seed: int) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]
         params = {"paw": str(rng.choice(["left", "right"])), "target": (float(rng.choice([-0.9, 0.9])), 0.0)}
         segments.append((name, len(conds), params))
         conds += [ChunkCondition(name, target=params["target"], paw=params["paw"])] * HOLD
-    conds += [ChunkCondition("idle")] * LEAD
-    side = str(rng.choice(["left", "right"]))
-    segments.append(("turn_side", len(conds), {"side": side}))
-    conds += [ChunkCondition("turn", side=side)] * HOLD
+    for _ in range(SIDE_TURNS):
+        conds += [ChunkCondition("idle")] * LEAD
+        side = str(rng.choice(["left", "right"]))
+        segments.append(("turn_side", len(conds), {"side": side}))
+        conds += [ChunkCondition("turn", side=side)] * HOLD
     env = rng.uniform(0.0, 1.0, TALK * FRAMES_PER_CHUNK)
     env[rng.random(env.shape) < 0.3] = 0.0
     segments.append(("talk", len(conds), {"audio": env}))
@@ -72,6 +77,7 @@ def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict
         warnings.simplefilter("ignore")
         m = measure(frames, identity)
         res = SeedResult()
+        side_turns = []
         for name, start, params in segments:
             f0 = start * FRAMES_PER_CHUNK
             if name == "talk":
@@ -82,10 +88,15 @@ def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict
                 res.motion_end = float(np.nanmean(np.abs(np.diff(m.x[f0:]))))
             elif name == "turn_side":
                 seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
-                res.actions[name] = action_shown("turn", seg, side=params["side"])
+                shown = action_shown("turn", seg, side=params["side"])
+                side_turns.append(shown)
+                before = float(np.nanmean(m.facing[f0 - 2 : f0]))
+                if before * (1.0 if params["side"] == "right" else -1.0) < 0:
+                    res.turns_away.append(shown)
             else:
                 seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
                 res.actions[name] = action_shown(name, seg, params["paw"], params["target"][0])
+        res.actions["turn_side"] = float(np.mean(side_turns))
         res.identity_dist = float(np.nanmedian(m.identity_dist))
     return res
 
@@ -118,6 +129,9 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
 def summarise(results: list[SeedResult]) -> dict[str, float]:
     """Per-action accuracy, mean mouth r, identity distance, end motion."""
     out = {name: float(np.mean([r.actions[name] for r in results])) for name in results[0].actions}
+    away = [shown for r in results for shown in r.turns_away]
+    out["turn_side_away"] = float(np.mean(away)) if away else float("nan")
+    out["turn_side_away_n"] = float(len(away))
     out["mouth_r"] = float(np.nanmean([r.mouth_r for r in results]))
     out["identity_dist"] = float(np.nanmean([r.identity_dist for r in results]))
     out["motion_end_px"] = float(np.nanmean([r.motion_end for r in results]))
