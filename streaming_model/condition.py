@@ -21,7 +21,7 @@ PHASE_CLIP_S = 4.0
 # inputs are zeroed, so the model sees them only where they mean something.
 _USES_TARGET = np.array([any(p.name.startswith("target") for p in a.params) for a in ACTIONS], np.float32)
 _USES_SIDE = np.array([any(p.name in ("paw", "side") for p in a.params) for a in ACTIONS], np.float32)
-_SIDE_VALUE = {"other": 0.0, "left": -1.0, "right": 1.0}
+SIDE_SIGN = {"other": 0.0, "left": -1.0, "right": 1.0}  # a side as the sign of the facing it ends on
 # They enter at 4x the scale of the other inputs: an action's parameters decide only its first frames, so
 # the model sees little of them, and a larger input makes its weights for them learn faster.
 PARAM_GAIN = 4.0
@@ -118,7 +118,7 @@ def encode(conditions: list[ChunkCondition], phase0: list[int]) -> ChunkCodes:
         emotion=arr([EMOTION_INDEX[c.emotion] for c in conditions], np.int64),
         target=arr([c.target for c in conditions], np.float32),
         gaze=arr([c.gaze for c in conditions], np.float32),
-        side=arr([_SIDE_VALUE[c.side if c.action == "turn" else c.paw] for c in conditions], np.float32),
+        side=arr([SIDE_SIGN[c.side if c.action == "turn" else c.paw] for c in conditions], np.float32),
         speaking=arr([float(c.speaking) for c in conditions], np.float32),
         audio=arr([c.audio for c in conditions], np.float32),
         phase0=arr(phase0, np.int64),

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .codec import Codec, chunk_voices, to_pixels, to_uint8
-from .condition import ChunkCondition
+from .condition import SIDE_SIGN, ChunkCondition
 from .kv_cache import CacheMode
 from .loading import load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
@@ -91,7 +91,7 @@ def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict
                 shown = action_shown("turn", seg, side=params["side"])
                 side_turns.append(shown)
                 before = float(np.nanmean(m.facing[f0 - 2 : f0]))
-                if before * (1.0 if params["side"] == "right" else -1.0) < 0:
+                if before * SIDE_SIGN[params["side"]] < 0:
                     res.turns_away.append(shown)
             else:
                 seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
