@@ -24,6 +24,7 @@ from .condition import SIDE_SIGN, ChunkCondition
 from .kv_cache import CacheMode
 from .loading import load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
+from .precision import computing
 from .probes import _slice, action_shown, measure
 from .render import world_frames
 from .runtime import Generator
@@ -120,7 +121,7 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
         chunks = torch.from_numpy(frames.reshape(-1, FRAMES_PER_CHUNK, *frames.shape[1:]))
         voice = torch.tensor([c.voice for c in conds]).reshape(1, -1)
         per_chunk = chunk_voices(voice, codec.cfg.voice_taps)[0]
-        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        with computing():
             rec = codec.decode(codec.encode(to_pixels(chunks)), per_chunk)
             frames = to_uint8(rec.float()).numpy().reshape(frames.shape)
     return score(frames, identity, segments)

@@ -26,6 +26,7 @@ from .condition import ChunkCondition, continuous_features, encode, next_phase
 from .dit import DiT
 from .kv_cache import CacheMode, CacheState, KVCache, RollbackError
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
+from .precision import compute_dtype, computing
 from .sampler import COMMIT_STEP, CONTEXT_T, levels, renoise, seeded_noise
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
@@ -115,6 +116,7 @@ class Session:
             time_tables=self.dit.rope.time_angles,
             mode=cache_mode,
             journal=journal,
+            dtype=compute_dtype(),
         )
         self.index = 0
         self.last_action: str | None = None
@@ -134,7 +136,7 @@ class Session:
             raise ValueError(
                 f"reference must be uint8 (128, 128, 3) or (4, 128, 128, 3), got {ref.dtype} {ref.shape}"
             )
-        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        with computing():
             z = self.codec.encode(to_pixels(torch.from_numpy(ref))[None]).float()[:, None]
             cos, sin = self.dit.rope_tables(torch.zeros(1))
             _, kv = self.dit.run(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
@@ -168,7 +170,7 @@ class Session:
 
         x0 = torch.zeros(self._latent_shape)  # pure noise at t = 1 whatever x0 is
         try:
-            with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+            with computing():
                 for step, t in enumerate(self.levels):
                     if cancel is not None and cancel.is_set():
                         raise Cancelled
@@ -187,7 +189,7 @@ class Session:
         pos = torch.tensor([float(self.cache.next_position())], dtype=torch.float64)
         cos, sin = self.dit.rope_tables(pos)
         noise = seeded_noise(self.seed, self.index, COMMIT_STEP, self._latent_shape)
-        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        with computing():
             ctx = renoise(pending.latent, noise, CONTEXT_T)
             _, kv = self.dit.run(
                 ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
@@ -202,7 +204,7 @@ class Session:
 
     def decode(self, pending: PendingChunk) -> np.ndarray:
         """Pixels of a chunk: (4, 128, 128, 3) uint8."""
-        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        with computing():
             voice = torch.tensor([pending.voice]) if pending.voice else None
             px = self.codec.decode(pending.latent[:, 0], voice)
         return to_uint8(px[0]).numpy()

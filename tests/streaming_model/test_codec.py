@@ -11,6 +11,7 @@ import torch
 from streaming_model.codec import Codec, CodecConfig, chunk_voices, to_pixels, to_uint8
 from streaming_model.condition import ChunkCodes
 from streaming_model.loading import CODEC_PATH, load_codec
+from streaming_model.precision import computing
 from streaming_model.probes import identify, measure
 from streaming_model.world.episodes import Episode, random_codes, random_episode, simulate
 
@@ -42,7 +43,7 @@ def test_probes_still_read_the_shipped_codecs_reconstructions() -> None:
     ep = random_episode(20_000, 4, 12)  # seeds the codec never trained on
     chunks = torch.from_numpy(ep.frames.reshape(-1, 4, 128, 128, 3))
     voice = chunk_voices(voices_of(ep), codec.cfg.voice_taps).flatten(0, 1)
-    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+    with computing():
         rec = to_uint8(codec.decode(codec.encode(to_pixels(chunks)), voice).float()).numpy()
     rec = rec.reshape(ep.frames.shape)
     mse = ((rec.astype(np.float64) - ep.frames) ** 2).mean()
@@ -72,7 +73,7 @@ def test_the_shipped_decoder_draws_the_mouth_from_the_voice_not_from_the_latent(
     silent = simulate(ChunkCodes(**{**vars(codes), "speaking": np.zeros_like(codes.speaking)}), identity)
     chunks = torch.from_numpy(silent.frames.reshape(-1, 4, 128, 128, 3))
     voice = chunk_voices(voices_of(talking), codec.cfg.voice_taps).flatten(0, 1)
-    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+    with computing():
         z = codec.encode(to_pixels(chunks))
         spoken = to_uint8(codec.decode(z, voice).float()).numpy().reshape(talking.frames.shape)
         quiet = (
