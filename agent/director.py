@@ -280,6 +280,16 @@ class Director:
         self._cause = cause or self._cause
         self._due = max(loop.time() + self.config.debounce_s, self._not_before)
 
+    def answers(self, event: Event) -> bool:
+        """Whether ``event`` asks this Director for an answer (its reply is then the input's outcome)."""
+        c = self.config
+        return (
+            isinstance(event, TextInput | EndOfTurn)
+            or (isinstance(event, Transcript) and event.final)
+            or (isinstance(event, Gesture) and event.gesture in c.salient_gestures)
+            or (isinstance(event, SoundClass) and event.label in c.salient_sounds and event.score >= 0.3)
+        )
+
     def _take(self, event: Event) -> None:
         """Fold one event into the pending observations; ask for a run if it calls for an answer."""
         now = asyncio.get_running_loop().time()

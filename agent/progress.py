@@ -50,6 +50,22 @@ class BlockInterrupted(PlanEvent, frozen=True, kw_only=True, tag="plan.interrupt
     reason: Literal["interrupt", "replaced", "stale"]
 
 
+UnshownReason = Literal[
+    "cooldown", "no_reaction", "outranked", "stale", "expired", "replaced", "interrupted", "interrupt"
+]
+"""Why an input will not show: the reflex that answers it is cooling down; nothing answers it; every block
+it caused ended without ever owning a channel (a higher source held them); or its blocks died before they
+showed (a newer epoch, an expiry, replaced, interrupted)."""
+
+
+class InputUnshown(Event, frozen=True, kw_only=True, tag="input.unshown"):
+    """Input event ``cause`` will not show in any frame (protocol ``input.outcome``)."""
+
+    cause: str
+    reason: UnshownReason
+    detail: str = ""
+
+
 class CharacterSpeech(Event, frozen=True, kw_only=True, tag="character.speech"):
     """The character's own speech (protocol ``character.speech``): ``heard_text`` is what was played."""
 
@@ -88,5 +104,6 @@ for _event_type in (
     CharacterSpeech,
     DirectorPlan,
     DirectorError,
+    InputUnshown,
 ):
     register(_event_type)

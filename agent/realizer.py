@@ -16,6 +16,14 @@ it lasts. With ``voice="server"`` the server reports what really happened (``spe
 audio's duration, ``speech_audio`` with its envelope, ``speech_ended``, ``speech_interrupted`` with the
 heard text); with ``voice="estimate"`` (no audio backend) the realizer assumes speech plays as estimated.
 Either way ``CharacterSpeech`` events are published, and an interruption carries ``heard_text``.
+
+Re-deciding the chunk in flight is a transaction: ``propose(k)`` decides chunk k again as ``tick`` would,
+but holds back everything it would report (progress, speech, reflected inputs) until ``commit``;
+``discard`` puts the realizer back as it was, so a re-decision that is not used leaves no trace and its
+inputs show in the next chunk decided.
+
+Every block's cause (an input event id) gets an outcome: it shows in a chunk's ``reflects``, or, when the
+last block it caused leaves without ever having owned a channel, an ``InputUnshown`` event says why.
 """
 
 from __future__ import annotations
@@ -57,7 +65,9 @@ from agent.progress import (
     BlockInterrupted,
     BlockStarted,
     CharacterSpeech,
+    InputUnshown,
     StrokeReached,
+    UnshownReason,
 )
 from events.bus import EventBus
 from events.stamp import Stamper
@@ -154,6 +164,9 @@ class _Entry:
 
 TickListener = Callable[[int], None]
 
+RECENT_CAUSES = 1024
+"""How many recent causes the realizer remembers having been given a block for (``caused``)."""
+
 _SNAPSHOT_FIELDS = (
     "_entries",
     "_voices",
@@ -166,7 +179,17 @@ _SNAPSHOT_FIELDS = (
     "position",
     "locks",
     "idle",
+    "_interrupts",
 )
+
+
+@dataclass
+class Proposal:
+    """A speculative re-decision (``Realizer.propose``): ``output`` holds only once committed."""
+
+    output: ChunkOutput
+    _before: dict[str, object]
+    _held: list[Event]
 
 
 @dataclass(frozen=True)
@@ -206,6 +229,11 @@ class Realizer:
         self._last_k = -1
         self._position_before = 0.0
         self._reflected: set[str] = set()
+        self._interrupts: list[str] = []
+        """Interrupt events whose effect (blocks stopped) the next chunk decided shows."""
+        self._causes: dict[str, None] = {}
+        self._held: list[Event] | None = None
+        self._open: Proposal | None = None
 
     # ------------------------------------------------------------------------------------ clock
 
@@ -240,13 +268,19 @@ class Realizer:
 
     def submit(self, block: Block) -> Submission:
         """Validate ``block`` and queue it per its composition; raises ``PlanError`` if it is invalid."""
+        self._check_closed()
         block = validate_block(block, self.manifest)
+        if block.cause:
+            self._causes[block.cause] = None
+            if len(self._causes) > RECENT_CAUSES:
+                del self._causes[next(iter(self._causes))]
         if not block.id or any(e.block.id == block.id for e in self._entries):
             block = msgspec.structs.replace(block, id=f"{block.source}-{self._counter + 1}")
         self._counter += 1
         entry = _Entry(block=block, seq=self._counter, submitted=self._last_k + 1, after=set())
         if block.epoch < self._epochs[block.source]:
             self._publish_plan(BlockDropped, entry, reason="stale")
+            self._unshown(entry, "stale")
             return Submission(block.id, False, f"stale epoch {block.epoch} < {self._epochs[block.source]}")
         same = [e for e in self._entries if e.block.source == block.source]
         if block.composition == "replace":
@@ -261,8 +295,16 @@ class Realizer:
         self._entries.append(entry)
         return Submission(block.id, True, after=tuple(sorted(entry.after)))
 
-    def interrupt(self, below: Source = "user") -> list[str]:
-        """Stop every block ranked below source ``below`` (speech is cut); returns their ids."""
+    def caused(self, cause: str) -> bool:
+        """Whether a block was submitted for input ``cause`` (among the last ``RECENT_CAUSES``)."""
+        return cause in self._causes
+
+    def interrupt(self, below: Source = "user", cause: str | None = None) -> list[str]:
+        """Stop every block ranked below source ``below`` (speech is cut); returns their ids. The next
+        chunk decided reflects ``cause`` (the interrupt event), whose effect it is."""
+        self._check_closed()
+        if cause:
+            self._interrupts.append(cause)
         stopped = []
         for entry in list(self._entries):
             if SOURCE_RANK[entry.block.source] < SOURCE_RANK[below]:
@@ -358,26 +400,76 @@ class Realizer:
 
     # ------------------------------------------------------------------------------------- tick
 
+    def propose(self, k: int) -> Proposal:
+        """Re-decide chunk ``k`` (the last ticked) as ``tick`` would, holding back every report and mark
+        until ``commit``; ``discard`` restores the realizer. Settle it before anything else touches the
+        realizer (no awaiting in between: ``submit``, ``tick`` and the rest refuse while it is open)."""
+        self._check_closed()
+        if k != self._last_k:
+            raise ValueError(f"only the last ticked chunk {self._last_k} can be re-decided, not {k}")
+        before = copy.deepcopy({name: getattr(self, name) for name in _SNAPSHOT_FIELDS})
+        self._held = []
+        try:
+            output = self.tick(k)
+        except BaseException:
+            self._restore_fields(before)
+            raise
+        finally:
+            held, self._held = self._held, None
+        self._open = Proposal(output, before, held)
+        return self._open
+
+    def commit(self, proposal: Proposal) -> ChunkOutput:
+        """Make ``proposal`` the decision of its chunk: what it reported is published now."""
+        self._settle(proposal)
+        for event in proposal._held:
+            self._publish(event)
+        return proposal.output
+
+    def discard(self, proposal: Proposal) -> None:
+        """Forget ``proposal``: the realizer is as it was before it, nothing it reported is published."""
+        self._settle(proposal)
+        self._restore_fields(proposal._before)
+
+    def _settle(self, proposal: Proposal) -> None:
+        if self._open is not proposal:
+            raise RuntimeError("this proposal is not the open one (already committed or discarded)")
+        self._open = None
+
+    def _check_closed(self) -> None:
+        if self._open is not None:
+            raise RuntimeError("a re-decision is open: commit or discard it first")
+
+    def _restore_fields(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
     def tick(self, k: int) -> ChunkOutput:
         """Decide chunk ``k``. Call once per chunk in order; calling again with the same ``k`` (to
         regenerate a chunk in flight) re-decides it with the blocks submitted since, without repeating
-        effects already reported."""
+        effects already reported (prefer ``propose`` for that: it can be taken back)."""
+        self._check_closed()
         if k < self._last_k:
             raise ValueError(f"chunk {k} is before the last ticked chunk {self._last_k}")
-        if k == self._last_k:
-            self.position = self._position_before
-        else:
+        first = k != self._last_k
+        if first:
             self._position_before = self.position
+        else:
+            self.position = self._position_before
         self._last_k = k
-        for listener in self._listeners:
-            listener(k)
+        if first:
+            # A re-decision of the same chunk does not run the listeners again: they have had chunk k.
+            for listener in self._listeners:
+                listener(k)
         self._dispatch(k)
         cues: list[SpeechCue] = []
         owners, winners = self._arbitrate(k, cues)
         stops = tuple(dict.fromkeys(self._stops))
         self._stops.clear()
         condition, scene = self._condition(k, winners)
-        reflects = []
+        reflects = [c for c in dict.fromkeys(self._interrupts) if c not in self._reflected]
+        self._reflected.update(reflects)
+        self._interrupts = []
         for entry in self._entries:
             if not entry.reflected and entry.block.id in owners.values():
                 entry.reflected = True
@@ -415,6 +507,7 @@ class Realizer:
                 for voice in entry.voices.values():
                     voice.finished = True
                 self._publish_plan(BlockEnded, entry)
+                self._unshown(entry, "outranked")
         waiting_ids = {e.block.id for e in self._entries}
         for entry in [e for e in self._entries if e.start is None]:
             block = entry.block
@@ -636,6 +729,7 @@ class Realizer:
     def _drop(self, entry: _Entry, reason: Literal["stale", "expired", "replaced", "interrupted"]) -> None:
         self._entries.remove(entry)
         self._publish_plan(BlockDropped, entry, reason=reason)
+        self._unshown(entry, reason)
 
     def _interrupt(self, entry: _Entry, reason: Literal["interrupt", "replaced", "stale"]) -> None:
         self._entries.remove(entry)
@@ -643,11 +737,22 @@ class Realizer:
             if voice.playing:
                 self._cut_voice(entry, voice, self._last_k + 1)
         self._publish_plan(BlockInterrupted, entry, reason=reason)
+        self._unshown(entry, reason)
+
+    def _unshown(self, entry: _Entry, reason: UnshownReason) -> None:
+        """``entry`` has left: if it was the last block of its cause and the cause never showed, say so."""
+        cause = entry.block.cause
+        if not cause or cause in self._reflected or any(e.block.cause == cause for e in self._entries):
+            return
+        detail = f"{entry.block.source} block {entry.block.label or entry.block.id!r} {reason}"
+        self._publish(self._stamp(InputUnshown, cause=cause, reason=reason, detail=detail))
 
     # -------------------------------------------------------------------------------- publishing
 
     def _publish(self, event: Event) -> None:
-        if self.bus is not None:
+        if self._held is not None:
+            self._held.append(event)
+        elif self.bus is not None:
             self.bus.publish_nowait(event)
 
     def _publish_plan(self, kind: type[Event], entry: _Entry, **fields: object) -> None:

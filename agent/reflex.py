@@ -17,6 +17,7 @@ when it ends; the script or the Director carries on underneath.
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 import msgspec
 
@@ -60,6 +61,12 @@ class ReflexConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     text_cooldown_s: float = 2.0
 
 
+DECLINES_REMEMBERED = 256
+"""How many recent inputs the policy remembers declining (``ReflexPolicy.declined``)."""
+
+Decline = tuple[Literal["cooldown", "no_reaction"], str]
+
+
 class ReflexPolicy:
     """Turns events into reflex blocks for one session's realizer."""
 
@@ -68,14 +75,24 @@ class ReflexPolicy:
         self.config = config or ReflexConfig()
         self._listening: str | None = None
         self._last: dict[str, int] = {}
+        self.declined: dict[str, Decline] = {}
+        """Input event id -> why no reflex answered it (recent ones), for the client's ``input.outcome``."""
+        self._event_id = ""
 
     def _cooled(self, key: str, cooldown_s: float) -> bool:
         k = self.realizer.chunk + 1
         last = self._last.get(key)
         if last is not None and (k - last) * CHUNK_S < cooldown_s:
+            left = cooldown_s - (k - last) * CHUNK_S
+            self._decline("cooldown", f"the {key} reflex is cooling down ({left:.1f} s left)")
             return False
         self._last[key] = k
         return True
+
+    def _decline(self, reason: Literal["cooldown", "no_reaction"], detail: str) -> None:
+        self.declined[self._event_id] = (reason, detail)
+        if len(self.declined) > DECLINES_REMEMBERED:
+            del self.declined[next(iter(self.declined))]
 
     def _submit(self, event: Event, behaviors: list[Behavior], label: str, priority: int = 0) -> Submission:
         block = Block(
@@ -89,7 +106,15 @@ class ReflexPolicy:
         return self.realizer.submit(block)
 
     def on_event(self, event: Event) -> Submission | None:
-        """React to ``event`` now; returns the submitted block's receipt, or None if nothing fires."""
+        """React to ``event`` now; returns the submitted block's receipt, or None if nothing fires (why
+        is then in ``declined``)."""
+        self._event_id = event.id
+        answer = self._react(event)
+        if answer is None and event.id not in self.declined:
+            self._decline("no_reaction", f"no reflex answers this {type(event).__struct_config__.tag}")
+        return answer
+
+    def _react(self, event: Event) -> Submission | None:
         c = self.config
         if isinstance(event, SpeechStarted) and c.attentive:
             return self._listen(event)
@@ -155,10 +180,18 @@ class ReflexPolicy:
         return []
 
     def listen(self, bus: EventBus) -> asyncio.Task[None]:
-        """Subscribe to ``bus`` now and react to its events in a task (the conductor may instead call
-        ``on_event`` itself, to regenerate the chunk in flight right after)."""
+        """Subscribe to ``bus`` now and react to its events in a task. The subscription is reactive: the
+        conductor's ``bus.settle()`` waits for it before re-deciding the chunk in flight."""
         sub = bus.subscribe(
-            SpeechStarted, SpeechStopped, EndOfTurn, SoundOnset, SoundClass, Gesture, TextInput, name="reflex"
+            SpeechStarted,
+            SpeechStopped,
+            EndOfTurn,
+            SoundOnset,
+            SoundClass,
+            Gesture,
+            TextInput,
+            name="reflex",
+            reactive=True,
         )
 
         async def react() -> None:

@@ -399,7 +399,9 @@ class ScriptRunner:
     def listen(self, bus: EventBus) -> asyncio.Task[None]:
         """Subscribe to ``bus`` now (no event published after this call is missed) and return the task
         that feeds its trigger events to ``on_event`` until the bus closes or the task is cancelled."""
-        sub = bus.subscribe(*{SoundClass, *USER_ACTIVITY}, name=f"script:{self.script.name}", where=_is_input)
+        sub = bus.subscribe(
+            *{SoundClass, *USER_ACTIVITY}, name=f"script:{self.script.name}", where=_is_input, reactive=True
+        )
 
         async def feed() -> None:
             try:

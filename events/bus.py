@@ -56,6 +56,7 @@ class Subscription:
         name: str,
         maxsize: int,
         overflow: Overflow,
+        reactive: bool = False,
     ) -> None:
         if maxsize < 1:
             raise ValueError(f"maxsize must be at least 1, got {maxsize}")
@@ -64,12 +65,15 @@ class Subscription:
         self.where = where
         self.maxsize = 1 if overflow is Overflow.KEEP_LATEST else maxsize
         self.overflow = overflow
+        self.reactive = reactive
+        """Its reader handles each event before it takes the next (``EventBus.settle`` waits for it)."""
         self.delivered = 0
         self.dropped = 0
         self._bus = bus
         self._lanes: tuple[deque[Event], deque[Event]] = (deque(), deque())
         self._waiter: asyncio.Future[None] | None = None
         self._space: asyncio.Future[None] | None = None
+        self._settles: list[asyncio.Future[None]] = []
         self._closed = False
 
     def accepts(self, event: Event) -> bool:
@@ -127,10 +131,25 @@ class Subscription:
             if self._closed:
                 raise SubscriptionClosed(self.name)
             self._waiter = asyncio.get_running_loop().create_future()
+            self._wake_settles()  # the reader is done with everything it took
             try:
                 await self._waiter
             finally:
                 self._waiter = None
+
+    async def settled(self) -> None:
+        """Return once nothing is pending and the reader is back waiting in ``get`` (it has finished with
+        every event it took), or the subscription is closed."""
+        while not self._closed and (self.pending() or self._waiter is None):
+            future = asyncio.get_running_loop().create_future()
+            self._settles.append(future)
+            await future
+
+    def _wake_settles(self) -> None:
+        settles, self._settles = self._settles, []
+        for future in settles:
+            if not future.done():
+                future.set_result(None)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self
@@ -150,6 +169,7 @@ class Subscription:
         for future in (self._waiter, self._space):
             if future is not None and not future.done():
                 future.set_result(None)
+        self._wake_settles()
 
 
 class EventBus:
@@ -171,11 +191,15 @@ class EventBus:
         name: str = "",
         maxsize: int = 1024,
         overflow: Overflow = Overflow.DROP_OLDEST,
+        reactive: bool = False,
     ) -> Subscription:
-        """Subscribe to events of ``types`` (all events if none) that pass ``where``."""
+        """Subscribe to events of ``types`` (all events if none) that pass ``where``. A ``reactive``
+        subscriber promises to handle each event before it takes the next, without waiting on anything
+        slow (reflexes, script triggers): ``settle`` waits for those."""
         if self._closed:
             raise BusClosed("cannot subscribe to a closed bus")
-        sub = Subscription(self, types, where, name or f"sub{len(self._subs) + 1}", maxsize, overflow)
+        name = name or f"sub{len(self._subs) + 1}"
+        sub = Subscription(self, types, where, name, maxsize, overflow, reactive)
         self._subs.append(sub)
         return sub
 
@@ -202,6 +226,12 @@ class EventBus:
     def publish_nowait(self, event: Event) -> int:
         """Deliver without waiting; returns how many full ``BLOCK`` subscribers could not take it."""
         return len(self._deliver(event))
+
+    async def settle(self) -> None:
+        """Wait until every reactive subscriber has handled everything published so far: what follows
+        (a re-decision of the chunk in flight) sees their answers."""
+        for sub in [s for s in self._subs if s.reactive]:
+            await sub.settled()
 
     async def publish_all(self, events: Iterable[Event]) -> None:
         """Publish several events in order."""

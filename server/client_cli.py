@@ -8,7 +8,8 @@ character's voice; a WAV of the voice beside it) and prints a latency report::
 
 Reaction times are measured here, at the client: from sending an input (for what the server heard in the
 audio, from sending the audio frame that holds the moment it names) to receiving the first video frame
-whose ``reflects`` names that input's event.
+whose ``reflects`` names that input's event. An input that will not show (the server says why in
+``input.outcome``) is reported with that reason instead of a time.
 """
 
 from __future__ import annotations
@@ -51,13 +52,15 @@ class TimedInput:
 
 @dataclass(frozen=True)
 class Reaction:
-    """One input and the first frame that reflected it (``frame_t`` None: no frame did)."""
+    """One input and the first frame that reflected it (``frame_t`` None: no frame did; ``unshown`` is
+    then the server's reason, when it gave one)."""
 
     kind: str
     label: str
     sent: float
     event_id: str | None
     frame_t: float | None
+    unshown: str | None = None
 
     @property
     def ms(self) -> float | None:
@@ -137,11 +140,13 @@ def reactions(
 ) -> list[Reaction]:
     """The reaction to every input sent and to every speech start or sound the server heard."""
     accepted = {m.get("ref"): m["event_id"] for m in received.of_type("input.accepted")}
+    unshown = {m["event_id"]: m["reason"] for m in received.of_type("input.outcome") if not m["shown"]}
     out = []
     for item, ref, t in sent:
         event_id = accepted.get(ref)
         frame = received.first_reflecting(event_id) if event_id else None
-        out.append(Reaction(item.kind, item.value, t, event_id, frame.t if frame else None))
+        why = unshown.get(event_id) if event_id else None
+        out.append(Reaction(item.kind, item.value, t, event_id, frame.t if frame else None, why))
     for _, message in received.messages:
         kind = {"input.speech_started": "speech", "input.sound": "sound"}.get(message.get("type", ""))
         if kind is None:
@@ -149,7 +154,10 @@ def reactions(
         index = min(int(message["audio_ms"] / 1000 / FRAME_S), frame_sent.size - 1)
         frame = received.first_reflecting(message["event_id"])
         label = message.get("label", "started")
-        out.append(Reaction(kind, label, frame_sent[index], message["event_id"], frame.t if frame else None))
+        why = unshown.get(message["event_id"])
+        out.append(
+            Reaction(kind, label, frame_sent[index], message["event_id"], frame.t if frame else None, why)
+        )
     return sorted(out, key=lambda r: r.sent)
 
 
@@ -174,7 +182,7 @@ def latency_report(found: list[Reaction], start: float) -> list[str]:
     """A markdown table of every reaction (times from ``start``), then p50/p95/p99 per kind and overall."""
     lines = ["| sent at (s) | input | event | reaction (ms) |", "|---:|---|---|---:|"]
     for r in found:
-        shown = "-" if r.ms is None else f"{r.ms:.0f}"
+        shown = f"{r.ms:.0f}" if r.ms is not None else f"not shown: {r.unshown}" if r.unshown else "-"
         lines.append(f"| {r.sent - start:.2f} | {r.kind}: {r.label} | {r.event_id or '-'} | {shown} |")
     lines += [
         "",

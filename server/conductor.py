@@ -7,22 +7,32 @@ the frames' presentation times. Generation of chunk k starts ``lead`` chunks bef
 runs at most about one chunk ahead: every chunk generated early would be latency added to every reaction.
 
 Redirect: while chunk k is being generated, an urgent event (speech, a sound, a gesture, an interrupt)
-wakes the conductor. If the deadline still allows a full regeneration, the realizer re-decides chunk k;
-when the condition changed, the generation in flight is cancelled (it stops within one denoise step) and
-started again with the new condition. Otherwise the event lands in chunk k+1. Nothing is committed to the
-generator's cache until a chunk is final, so a redirect never disturbs the past.
+wakes the conductor. It waits for the reactive minds (reflexes, script triggers) to answer the event
+(``EventBus.settle``), and if the deadline still allows a full regeneration, the realizer proposes a new
+decision for chunk k. When the condition is unchanged the proposal is committed and the chunk in flight
+stands for it (its ``reflects`` name the event); when it changed, the generation in flight is cancelled
+(it stops within one denoise step) and started again with the new condition. Otherwise the event lands in
+chunk k+1. Nothing is committed to the generator's cache until a chunk is final, so a redirect never
+disturbs the past.
 
 Replace: a chunk that is generated but not yet sent is held by the generation loop until it is handed to
 the sender. An urgent event in that time, while the deadline still allows a regeneration, has the
 realizer re-decide it; when the condition changed, the generator rolls back that one chunk and generates
-it again. A replacement that would be late is abandoned and the generator restored: the chunk already
-generated goes out on time. Only chunks nobody has seen are ever replaced.
+it again (with replacement off, the proposal is discarded and the event shows in the next chunk). A
+replacement that would be late is abandoned and the generator restored: the chunk already generated goes
+out on time, and the events of its decision are reflected by the next chunk. Only chunks nobody has seen
+are ever replaced.
+
+Outcomes: every input event gets one. It shows in a frame's ``reflects``, or the client hears
+``input.outcome`` saying why not: no mind answered it (once the reactive minds have settled and the
+Director will not answer it either), or every block it caused ended unseen (``InputUnshown``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -37,7 +47,7 @@ import numpy as np
 import torch
 
 from agent.minds import Minds
-from agent.progress import CharacterSpeech, DirectorError, DirectorPlan
+from agent.progress import CharacterSpeech, DirectorError, DirectorPlan, InputUnshown
 from agent.realizer import ChunkOutput
 from agent.script import ScriptError, load_script, script_from_builtins
 from agent.story.format import StoryError
@@ -68,8 +78,12 @@ from streaming_model.runtime import Session as ModelSession
 
 log = logging.getLogger(__name__)
 
-SETTLE_TURNS = 8
-"""Loop turns an urgent event's re-decision waits at most for the minds to take it."""
+SETTLE_TIMEOUT_S = 0.05
+"""A re-decision waits this long at most for the reactive minds to answer an event: they answer in the
+same step that takes it, so only a stalled event loop can make it wait; then the event shows a chunk later."""
+
+OUTCOMES_REMEMBERED = 512
+"""How many inputs' outcomes the conductor remembers having sent (one outcome per input)."""
 
 FINISH_SLACK_S = 0.01
 """A replacement still denoising when only the time to finish a chunk (commit, decode, encode: its p95 over
@@ -81,6 +95,10 @@ HANDOFF_S = 0.002
 
 URGENT = (SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Gesture, Interrupt, TextInput)
 """Events that may redirect the chunk in flight (the reflexes answer them)."""
+
+ANSWERED = (SpeechStarted, SoundOnset, SoundClass, Gesture, TextInput, Transcript)
+"""Inputs that get an outcome: a frame that reflects them, or ``input.outcome`` (an interrupt is always
+reflected by the next chunk; a speech stop ends the listening its start began)."""
 
 
 class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,10 +125,20 @@ class ReadyChunk:
     jpegs: list[bytes]
     reflects: tuple[str, ...]
     ready_at: float
-    condition: ChunkCondition
+    decision: ChunkOutput  # the realizer's, before the voice's envelope
+    condition: ChunkCondition  # what was generated
     begun_at: float  # when its decision began (the generate loop's slot for it)
     decided_at: float  # when the decision was made (it may wait for the voice's synthesis)
     replaced: bool = False
+
+
+@dataclass(frozen=True)
+class Redecision:
+    """A committed re-decision of a chunk: ``out`` (with the voice) to generate, or None when the frames
+    already generated stand for it (its condition is theirs)."""
+
+    decision: ChunkOutput
+    out: ChunkOutput | None
 
 
 Send = Callable[[bytes | str, bool], Awaitable[None]]
@@ -160,6 +188,7 @@ class Conductor:
         self._sent_times: deque[float] = deque(maxlen=240)
         self._last_frame = -1
         self._carry: set[str] = set()
+        self._outcomes: dict[str, None] = {}  # inputs answered with input.outcome
         self._closed = False
         self._k = 0  # next chunk of the model and the realizer (goes back on a story rewind)
         self._m = 0  # next chunk of the media clock (only ever goes forward)
@@ -186,9 +215,11 @@ class Conductor:
             CharacterSpeech,
             DirectorPlan,
             DirectorError,
+            InputUnshown,
             name="client",
             maxsize=256,
         )
+        answered = self.bus.subscribe(*ANSWERED, name="outcomes", maxsize=256)
         await self.ears.start()
         self.minds.start()
         if self.story is not None:
@@ -201,6 +232,7 @@ class Conductor:
             asyncio.create_task(self._send_loop(), name=f"send-{self.session_id}"),
             asyncio.create_task(self._forward_loop(forward), name=f"forward-{self.session_id}"),
             asyncio.create_task(self._metrics_loop(), name=f"metrics-{self.session_id}"),
+            asyncio.create_task(self._outcome_loop(answered), name=f"outcomes-{self.session_id}"),
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_done)
@@ -269,7 +301,7 @@ class Conductor:
                 event = self.stamper(Transcript, text=text, final=final, source="client")
             case p.ResponseInterrupt():
                 event = self.stamper(Interrupt, reason="user")
-                self.minds.realizer.interrupt()
+                self.minds.realizer.interrupt(cause=event.id)
                 self.player.interrupt(self._last_frame + 1)
             case p.PlanRun(plan=plan):
                 await self._run_plan(plan, ref)
@@ -394,48 +426,54 @@ class Conductor:
                 event = await asyncio.wait_for(self._urgent.get(), left)
             except TimeoutError:
                 break
-            out = await self._redecide(event, chunk.gen_chunk, chunk.index, send_at, chunk.condition)
-            if out is None:
+            redo = await self._redecide(event, chunk, send_at, regenerate=self.config.replace)
+            if redo is None:
                 continue
-            chunk, done = await self._replace(chunk, out)
+            if redo.out is None:
+                chunk = _adopt(chunk, redo.decision)
+                continue
+            chunk, done = await self._replace(chunk, redo)
             if not done:
                 break
         return chunk
 
-    async def _replace(self, chunk: ReadyChunk, out: ChunkOutput) -> tuple[ReadyChunk, bool]:
-        """Regenerate a generated, unsent chunk under ``out`` if that is still ready in time: (the chunk to
+    async def _replace(self, chunk: ReadyChunk, redo: Redecision) -> tuple[ReadyChunk, bool]:
+        """Regenerate a generated, unsent chunk under ``redo`` if that is still ready in time: (the chunk to
         send, whether it was replaced). If not, the old chunk stays and the answer shows in the next one."""
+        assert redo.out is not None
         send_at = self._t0 + chunk.index * CHUNK_S
         deadline = send_at - self._finish_s() - FINISH_SLACK_S
-        new = await self._regenerate(chunk, out, deadline) if self.config.replace else None
+        new = await self._regenerate(chunk, redo, deadline) if self.config.replace else None
         if new is None:
-            self._carry |= set(out.reflects)
+            self._carry |= set(redo.decision.reflects)
             return chunk, False
         self.replaced += 1
         return new, True
 
-    async def _regenerate(self, chunk: ReadyChunk, out: ChunkOutput, deadline: float) -> ReadyChunk | None:
+    async def _regenerate(self, chunk: ReadyChunk, redo: Redecision, deadline: float) -> ReadyChunk | None:
         """Generate a committed, unsent chunk again under ``out``; None (and the old chunk kept, the
         generator as it was) when the new one would not be ready by ``deadline``."""
         loop = asyncio.get_running_loop()
         cancel = threading.Event()
         timer = loop.call_at(deadline, cancel.set)
         started = loop.time()
+        assert redo.out is not None
         try:
-            jpegs = await loop.run_in_executor(self._pool, self._redo, out.condition, cancel)
+            jpegs = await loop.run_in_executor(self._pool, self._redo, redo.out.condition, cancel)
         finally:
             timer.cancel()
         if jpegs is None:
             return None
         self.chunk_times.append(loop.time() - started)
-        reflects = tuple(sorted(set(chunk.reflects) | set(out.reflects), key=_event_order))
+        reflects = tuple(sorted(set(chunk.reflects) | set(redo.decision.reflects), key=_event_order))
         return ReadyChunk(
             chunk.index,
             chunk.gen_chunk,
             jpegs,
             reflects,
             loop.time(),
-            out.condition,
+            redo.decision,
+            redo.out.condition,
             chunk.begun_at,
             chunk.decided_at,
             replaced=True,
@@ -451,17 +489,6 @@ class Conductor:
             self.model.restore(before)
         return jpegs
 
-    async def _let_minds_take_events(self) -> None:
-        """Yield until the other subscribers (reflexes, script, Director) have taken what was published:
-        each handles an event in the same step that takes it, so the re-decision that follows sees their
-        answer. One turn of the loop was not always enough; a subscriber that stays busy is not waited
-        for past ``SETTLE_TURNS``."""
-        mine = (self._urgent, self._forward)
-        for _ in range(SETTLE_TURNS):
-            await asyncio.sleep(0)
-            if not any(s.pending for s in self.bus.subscriptions if s not in mine):
-                return
-
     def _typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""
         return float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
@@ -470,14 +497,13 @@ class Conductor:
         """Seconds that finishing a denoised chunk (commit, decode, encode) takes in 95 % of chunks."""
         return float(np.percentile(list(self.finish_times), 95)) if self.finish_times else CHUNK_S / 4
 
-    async def _decide(self, k: int, m: int) -> ChunkOutput:
-        """The realizer's decision for chunk k (media chunk m), with the voice's real mouth envelope.
+    async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
+        """The realizer's decision for media chunk m with the voice acted on and its real mouth envelope.
 
         Speech cued in chunk m starts sounding with chunk m+1: synthesis then has a whole chunk to get
         its first sentence ready, so it never holds up a chunk, and what the mouth does never depends on
         how fast synthesis happened to be (the same inputs give the same frames).
         """
-        out = self.minds.tick(k)
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame + 1, speech_id)
         for cue in out.speech_start:
@@ -490,24 +516,26 @@ class Conductor:
             )
         return out
 
-    async def _make_chunk(self, k: int, m: int, out: ChunkOutput | None = None) -> ReadyChunk:
-        """Generate chunk k (media chunk m) under the realizer's decision (``out`` when already made),
-        redirecting it while in flight when urgent events allow."""
+    async def _make_chunk(self, k: int, m: int) -> ReadyChunk:
+        """Generate chunk k (media chunk m) under the realizer's decision, redirecting it while in flight
+        when urgent events allow."""
         loop = asyncio.get_running_loop()
         send_at = self._t0 + m * CHUNK_S
         begun = loop.time()
-        if out is None:
-            self._drain_urgent()  # what arrived since the last chunk is already in this decision
-            out = await self._decide(k, m)
+        self._drain_urgent()  # what arrived since the last chunk is already in this decision
+        decision = self.minds.tick(k)
+        out = await self._voice(decision, m)
         decided = loop.time()
-        reflects = set(out.reflects) | self._carry
+        # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
+        chunk = ReadyChunk(m, k, [], (), 0.0, decision, out.condition, begun, decided)
+        reflects = set(decision.reflects) | self._carry
         self._carry = set()
         started = loop.time()
-        late: ChunkOutput | None = None  # a new decision that came after the denoising had finished
+        late: Redecision | None = None  # a new decision that came after the denoising had finished
         while True:
             cancel = threading.Event()
-            job = loop.run_in_executor(self._pool, self._generate, out.condition, cancel)
-            redo = await self._watch(job, out.condition, k, m, send_at)
+            job = loop.run_in_executor(self._pool, self._generate, chunk.condition, cancel)
+            redo = await self._watch(job, chunk, send_at, reflects)
             if redo is None:
                 jpegs = job.result()
                 break
@@ -518,13 +546,14 @@ class Conductor:
                 # takes about half the chunk time): the chunk is generated, so it may still be replaced.
                 late = redo
                 break
-            out = redo
-            reflects |= set(out.reflects)
+            assert redo.out is not None
+            chunk.decision, chunk.condition = redo.decision, redo.out.condition
+            reflects |= set(redo.decision.reflects)
             self.redirects += 1
         assert jpegs is not None
         self.chunk_times.append(loop.time() - started)
-        ordered = tuple(sorted(reflects, key=_event_order))
-        chunk = ReadyChunk(m, k, jpegs, ordered, loop.time(), out.condition, begun, decided)
+        chunk.jpegs, chunk.ready_at = jpegs, loop.time()
+        chunk.reflects = tuple(sorted(reflects, key=_event_order))
         if late is not None:
             chunk, _ = await self._replace(chunk, late)
         return chunk
@@ -539,12 +568,14 @@ class Conductor:
             self._on_urgent(event)
 
     async def _watch(
-        self, job: asyncio.Future[list[bytes] | None], cond: ChunkCondition, k: int, m: int, send_at: float
-    ) -> ChunkOutput | None:
-        """Wait for ``job``; on an urgent event, re-decide chunk k while the deadline allows a redo.
+        self, job: asyncio.Future[list[bytes] | None], chunk: ReadyChunk, send_at: float, reflects: set[str]
+    ) -> Redecision | None:
+        """Wait for ``job`` (generating ``chunk``); on an urgent event, re-decide it while the deadline
+        allows a redo.
 
-        Returns the new decision when it differs from ``cond`` (the caller cancels and regenerates), or
-        None once ``job`` has finished.
+        Returns a new decision to generate (the caller cancels and regenerates), or None once ``job`` has
+        finished. A re-decision that leaves the condition as it is becomes the chunk's (its events join
+        ``reflects``) and the generation goes on.
         """
         assert self._urgent is not None
         while True:
@@ -558,22 +589,44 @@ class Conductor:
                     await asyncio.wait({waiter})
             if waiter not in done:
                 return None
-            out = await self._redecide(waiter.result(), k, m, send_at, cond)
-            if out is not None:
-                return out
+            redo = await self._redecide(waiter.result(), chunk, send_at, regenerate=True)
+            if redo is not None and redo.out is None:
+                chunk.decision = redo.decision
+                reflects |= set(redo.decision.reflects)
+            elif redo is not None:
+                return redo
 
     async def _redecide(
-        self, event: Event, k: int, m: int, send_at: float, cond: ChunkCondition
-    ) -> ChunkOutput | None:
-        """After an urgent event: chunk k's new decision if a regeneration still fits before ``send_at``
-        and the condition changed from ``cond``; else None (the event lands in the next chunk)."""
+        self, event: Event, chunk: ReadyChunk, send_at: float, *, regenerate: bool
+    ) -> Redecision | None:
+        """After an urgent event: re-decide ``chunk`` if a regeneration still fits before ``send_at``.
+
+        The realizer's proposal is committed when its condition is the chunk's (``out`` None: the frames
+        stand for it) or when it is to be generated (``regenerate``); otherwise it is discarded and the
+        event lands in the next chunk, as it does when there is no time (None).
+        """
         self._on_urgent(event)
-        loop = asyncio.get_running_loop()
-        if not self.config.redirect or send_at - loop.time() < self._typical() * self.config.redirect_margin:
+        if not self._time_to_redo(send_at):
             return None
-        await self._let_minds_take_events()
-        out = await self._decide(k, m)
-        return out if out.condition != cond else None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
+        if not self._time_to_redo(send_at):
+            return None
+        realizer = self.minds.realizer
+        proposal = realizer.propose(chunk.gen_chunk)
+        new = proposal.output
+        if new.condition == chunk.decision.condition and not (new.speech_start or new.speech_stop):
+            return Redecision(realizer.commit(proposal), None)
+        if not regenerate:
+            realizer.discard(proposal)
+            return None
+        out = await self._voice(realizer.commit(proposal), chunk.index)
+        return Redecision(new, None if out.condition == chunk.condition else out)
+
+    def _time_to_redo(self, send_at: float) -> bool:
+        """Whether a regeneration started now still fits before ``send_at``."""
+        left = send_at - asyncio.get_running_loop().time()
+        return self.config.redirect and left >= self._typical() * self.config.redirect_margin
 
     def _generate(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
         """Worker thread: denoise, commit, decode and encode one chunk; None if cancelled."""
@@ -649,9 +702,37 @@ class Conductor:
 
     async def _forward_loop(self, sub: Subscription) -> None:
         async for event in sub:
+            if isinstance(event, InputUnshown):
+                await self._unshown(event.cause, event.reason, event.detail)
+                continue
             msg = _to_client(event)
             if msg is not None:
                 await self._out(p.encode_server(msg), droppable=False)
+
+    async def _outcome_loop(self, sub: Subscription) -> None:
+        """Answer every input no mind answered: once the reactive minds have settled, an input that no
+        block was submitted for (and the Director will not answer) gets ``input.outcome``."""
+        async for event in sub:
+            if isinstance(event, Transcript) and event.source != "client":
+                continue  # the server's transcript of speech whose start was already answered
+            await self.bus.settle()
+            director = self.minds.director
+            if self.minds.realizer.caused(event.id) or (director is not None and director.answers(event)):
+                continue
+            reflex = self.minds.reflex
+            declined = reflex.declined.get(event.id) if reflex is not None else None
+            reason, detail = declined or ("no_reaction", f"nothing in this session answers {event.type}")
+            await self._unshown(event.id, reason, detail)
+
+    async def _unshown(self, event_id: str, reason: str, detail: str) -> None:
+        """Tell the client, once, that input ``event_id`` will not show and why."""
+        if event_id in self._outcomes:
+            return
+        self._outcomes[event_id] = None
+        if len(self._outcomes) > OUTCOMES_REMEMBERED:
+            del self._outcomes[next(iter(self._outcomes))]
+        message = p.InputOutcome(event_id=event_id, shown=False, reason=reason, detail=detail)
+        await self._out(p.encode_server(message), droppable=False)
 
     async def _metrics_loop(self) -> None:
         while True:
@@ -682,6 +763,12 @@ class Conductor:
                 self.frames_dropped += 1
             return
         await send(data, droppable)
+
+
+def _adopt(chunk: ReadyChunk, decision: ChunkOutput) -> ReadyChunk:
+    """``chunk`` standing for a re-decision with its condition: the decision's events join its reflects."""
+    reflects = tuple(sorted(set(chunk.reflects) | set(decision.reflects), key=_event_order))
+    return dataclasses.replace(chunk, decision=decision, reflects=reflects)
 
 
 def _one_thread() -> None:

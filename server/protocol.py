@@ -223,6 +223,17 @@ class InputAccepted(ServerMessage, kw_only=True, tag="input.accepted"):
     kind: str
 
 
+class InputOutcome(ServerMessage, kw_only=True, tag="input.outcome"):
+    """(Extension) Input ``event_id`` will not show in any frame, and why (``reason``: ``cooldown``,
+    ``no_reaction``, ``outranked``, ``stale``, ``expired``, ``replaced``, ``interrupted``, ``interrupt``);
+    ``detail`` says it in words. An input that shows gets no such message: a frame's ``reflects`` names it."""
+
+    event_id: str
+    shown: bool
+    reason: str
+    detail: str
+
+
 class InputSpeechStarted(ServerMessage, kw_only=True, tag="input.speech_started"):
     event_id: str
     audio_ms: float

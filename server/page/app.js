@@ -90,6 +90,9 @@ function onMessage(message) {
       renderStory(message);
       log(`story at ${message.node}`);
       break;
+    case "input.outcome":
+      log(`input ${message.event_id} will not show (${message.reason}): ${message.detail}`);
+      break;
     case "error":
       log(`error ${message.code}: ${message.message}`);
       if (message.fatal) { $("status").textContent = message.message; $("status").dataset.state = "error"; }

@@ -111,3 +111,22 @@ async def test_the_policy_reads_the_bus() -> None:
     assert realizer.tick(0).condition.action == "startle"
     bus.close()
     await task
+
+
+def test_a_second_wave_within_the_cooldown_is_declined_with_the_reason() -> None:
+    realizer, reflex = setup()
+    first = stamp(Gesture, gesture="wave", confidence=0.9)
+    assert reflex.on_event(first) is not None
+    run(realizer, 2)
+    second = stamp(Gesture, gesture="wave", confidence=0.9)
+    assert reflex.on_event(second) is None
+    reason, detail = reflex.declined[second.id]
+    assert reason == "cooldown" and "s left" in detail
+    assert first.id not in reflex.declined
+
+
+def test_a_gesture_no_reflex_answers_is_declined_as_no_reaction() -> None:
+    _, reflex = setup()
+    nod = stamp(Gesture, gesture="shake_head", confidence=0.9)
+    assert reflex.on_event(nod) is None
+    assert reflex.declined[nod.id][0] == "no_reaction"

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from events.bus import BusClosed, EventBus, Overflow
+from events.bus import BusClosed, EventBus, Overflow, SubscriptionClosed
 from events.stamp import Stamper
 from events.vocabulary import AudioLevel, Gesture, Interrupt, SpeechStarted, TextInput, Transcript
 
@@ -176,3 +176,39 @@ def test_the_tracer_forgets_the_oldest_events_beyond_its_bound() -> None:
 
 async def _drain(sub) -> list[str]:
     return [e.text async for e in sub]
+
+
+async def test_settle_returns_once_every_reactive_subscriber_has_handled_what_was_published() -> None:
+    bus = EventBus()
+    handled: list[str] = []
+    reactive = bus.subscribe(Gesture, reactive=True)
+    bus.subscribe(Gesture)  # nobody reads this one: settle does not wait for it
+
+    async def reader() -> None:
+        async for event in reactive:
+            handled.append(event.id)
+
+    task = asyncio.create_task(reader())
+    events = [stamp(Gesture, gesture="wave") for _ in range(3)]
+    for event in events:
+        bus.publish_nowait(event)
+    assert handled == []
+    await bus.settle()
+    assert handled == [e.id for e in events]
+    bus.close()
+    await task
+
+
+async def test_settle_waits_for_a_reactive_reader_that_has_not_started_yet() -> None:
+    bus = EventBus()
+    reactive = bus.subscribe(Gesture, reactive=True)
+    bus.publish_nowait(stamp(Gesture, gesture="wave"))
+    settled = asyncio.create_task(bus.settle())
+    await asyncio.sleep(0.01)
+    assert not settled.done()  # its event is still pending
+    assert reactive.get_nowait() is not None
+    reader = asyncio.create_task(reactive.get())  # back waiting: done with what it took
+    await asyncio.wait_for(settled, 1.0)
+    bus.close()
+    with pytest.raises(SubscriptionClosed):
+        await reader
