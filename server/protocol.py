@@ -1,4 +1,4 @@
-"""Session protocol v1 (../shared/PROTOCOL.md) as types: every message, the binary framing, the errors.
+"""Session protocol v1 (docs/protocol.md) as types: every message, the binary framing, the errors.
 
 This module is the contract in code. It decodes what a client sends into typed messages (or a
 ``ProtocolError`` with the protocol's error code, carrying the message's ``ref`` when one could be read),
@@ -192,7 +192,7 @@ class ServerMessage(msgspec.Struct, kw_only=True, tag_field="type", omit_default
     """Base of every server message; ``ref`` echoes the client message it answers.
 
     Fields with defaults are left out when they hold their default (``ref`` when unset), so every field
-    that PROTOCOL.md lists as always present has no default here.
+    that docs/protocol.md lists as always present has no default here.
     """
 
     ref: str | None = None
@@ -270,7 +270,7 @@ class DirectorPlan(ServerMessage, kw_only=True, tag="director.plan"):
 
 
 class StoryState(ServerMessage, kw_only=True, tag="story.state"):
-    """PROTOCOL.md's fields, plus (extensions) the story's variables and whether it has ended."""
+    """docs/protocol.md: the original fields, plus (extensions) the story's variables and whether it has ended."""
 
     node: str
     choices: list[dict[str, Any]]
@@ -311,7 +311,7 @@ def error_message(exc: ProtocolError) -> Error:
 
 
 class VideoHeader(msgspec.Struct, kw_only=True):
-    """PROTOCOL.md's video header, plus ``gen_chunk`` (an extension): the generator's own chunk index,
+    """docs/protocol.md: the video header, plus ``gen_chunk`` (an extension): the generator's own chunk index,
     which equals ``chunk`` until a story rewind sends the generator back while the media clock goes on."""
 
     seq: int
@@ -346,6 +346,7 @@ def decode_media(frame: bytes) -> tuple[Kind, dict[str, Any], bytes]:
 AnyServerMessage = Union[  # noqa: UP007 (kept as a named union for clients that decode everything)
     SessionStarted,
     InputAccepted,
+    InputOutcome,
     InputSpeechStarted,
     InputSpeechStopped,
     InputSound,
