@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 READY = re.compile(r"serving on http://([\d.]+):(\d+)/")
 START_TIMEOUT_S = 120.0
+SERVER_PIDS: dict[str, int] = {}
+"""Base URL -> process id of each server ``served`` is running (to read its memory)."""
 
 
 @contextlib.asynccontextmanager
@@ -45,6 +47,7 @@ async def served(config_toml: str = "") -> AsyncIterator[str]:
         try:
             base = await asyncio.wait_for(_ready(proc.stderr), START_TIMEOUT_S)
             drain = asyncio.create_task(_forward_warnings(proc.stderr))
+            SERVER_PIDS[base] = proc.pid
             yield base
         finally:
             if drain is not None:
@@ -71,6 +74,15 @@ async def _forward_warnings(stream: asyncio.StreamReader) -> None:
     # Read on so that the server never blocks on a full pipe; what it says goes to our stderr.
     while line := (await stream.readline()).decode(errors="replace"):
         sys.stderr.write(f"server: {line}")
+
+
+def rss_mib(base: str) -> float:
+    """Resident memory of the server at ``base`` (Linux: from /proc)."""
+    status = Path(f"/proc/{SERVER_PIDS[base]}/status").read_text()
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    if match is None:
+        raise RuntimeError(f"no VmRSS for process {SERVER_PIDS[base]}")
+    return int(match[1]) / 1024
 
 
 def session_url(base: str) -> str:

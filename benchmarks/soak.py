@@ -1,0 +1,226 @@
+"""A long session with everything at once, against a real server: does anything stall, leak or get lost?
+
+    .venv/bin/python benchmarks/soak.py                 # 10 minutes
+    .venv/bin/python benchmarks/soak.py --minutes 2     # a shorter look
+
+A real ``onstage serve`` (its own process, a story database in a file) and a real local chat-completions
+endpoint (``tests/support/llm_server.py``) that answers each Director run with say + perform after
+0.5-2 s. The main session plays the ``garden_gate`` story with the LLM as its mind, while the client
+speaks into its microphone (Piper speech), claps and knocks, waves, types, and rewinds the story to its
+first beat every ``--rewind-s``; beside it a second session opens, streams a few seconds and closes, again
+and again.
+
+Reported (a markdown table): the main session's on-time share (the server's own count), frame-rate
+windows (share of 1 s windows with >= 23.5 fps, as the reaction benchmark judges them), the largest gap
+between two video frames at the client, how many inputs of each kind were answered (a reflecting frame
+or an ``input.outcome``), the server's resident memory after the warm-up minute and at the end, and the
+story store after the server stopped: SQLite's integrity check and whether every checkpoint the client
+was told about is in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+from reaction import Microphone, sounds
+from served import rss_mib, served, session_url
+
+from server.client import SessionClient
+from tests.support.llm_server import Call, LLMServer, Reply
+
+WINDOW_FPS = 23.5
+GESTURES = ["wave", "thumbs_up", "point", "raise_hand", "nod"]
+LINES = ["Where does this path go?", "Can you wave at me?", "Open the gate!", "What was that noise?"]
+
+
+def answer(rng: random.Random):
+    """Each Director run: say + perform after 0.5-2 s; the call that carries tool results ends it."""
+
+    def respond(request: dict) -> Reply:
+        if request["messages"][-1]["role"] == "tool":
+            return Reply(text="")
+        return Reply(
+            tool_calls=[
+                Call("say", {"text": "Oh, let me see. Follow me, it is this way."}),
+                Call("perform", {"action": rng.choice(["wave", "nod", "jump"])}),
+            ],
+            delay_s=rng.uniform(0.5, 2.0),
+            chunk_delay_s=0.05,
+            pieces=4,
+        )
+
+    return respond
+
+
+def fps_windows(times: list[float]) -> float:
+    """Share of whole 1 s windows (from the first frame on) that hold at least ``WINDOW_FPS`` frames."""
+    t = np.asarray(times)
+    edges = np.arange(t[0], t[-1] - 1.0, 1.0)
+    counts = np.searchsorted(t, edges + 1.0) - np.searchsorted(t, edges)
+    return float(np.mean(counts >= WINDOW_FPS)) if counts.size else 0.0
+
+
+async def bystander(url: str, stop: asyncio.Event, stats: Counter[str]) -> None:
+    """Open a session, stream 5 s, close, wait 5 s, again until ``stop``."""
+    while not stop.is_set():
+        async with SessionClient(url) as client:
+            try:
+                await client.start(seed=7)
+            except RuntimeError:  # refused (the server at capacity): counted, tried again later
+                stats["bystander refused"] += 1
+            else:
+                await asyncio.sleep(5.0)
+                stats["bystander sessions"] += 1
+        with_timeout = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({with_timeout}, timeout=5.0)
+        with_timeout.cancel()
+
+
+async def drive(client: SessionClient, mic: Microphone, args: argparse.Namespace) -> list[str]:
+    """The user's side of the main session until the time is up; returns the event ids of its inputs."""
+    rng = random.Random(args.seed)
+    audio = sounds()
+    ids: list[str] = []
+    end = time.monotonic() + 60.0 * args.minutes
+    n = itertools.count()
+    next_rewind = time.monotonic() + args.rewind_s
+    while time.monotonic() < end:
+        i = next(n)
+        kind = ("speech", "clap", "gesture", "knock", "text", "gesture")[i % 6]
+        if kind in audio:
+            await mic.play(audio[kind])
+        elif kind == "gesture":
+            ids.append(await sent_input(client, {"type": "input.gesture", "gesture": rng.choice(GESTURES)}))
+        else:
+            ids.append(await sent_input(client, {"type": "input.text", "text": rng.choice(LINES)}))
+        if time.monotonic() >= next_rewind:
+            next_rewind += args.rewind_s
+            states = client.received.of_type("story.state")
+            first = next((h["checkpoint"] for h in states[-1]["history"] if h.get("checkpoint")), None)
+            if first is not None:
+                await client.send({"type": "story.rewind", "checkpoint": first})
+        await asyncio.sleep(rng.uniform(2.0, 4.0))
+    return ids
+
+
+async def sent_input(client: SessionClient, message: dict) -> str:
+    ref = f"r{len(client.received.messages)}-{time.monotonic_ns()}"
+    await client.send({**message, "ref": ref})
+    answer = await client.wait_for(lambda m: m.get("ref") == ref, timeout=10)
+    return str(answer.get("event_id", ""))
+
+
+def answered(client: SessionClient, ids: list[str]) -> Counter[str]:
+    """How the inputs (sent ones and those the server heard in the audio) came out."""
+    heard = [
+        m["event_id"]
+        for kind in ("input.speech_started", "input.sound")
+        for m in client.received.of_type(kind)
+    ]
+    told = {m["event_id"] for m in client.received.of_type("input.outcome")}
+    out: Counter[str] = Counter()
+    for event_id in [*ids, *heard]:
+        if client.received.first_reflecting(event_id) is not None:
+            out["reflected"] += 1
+        elif event_id in told:
+            out["told why not"] += 1
+        else:
+            out["unanswered"] += 1
+    return out
+
+
+def story_store(path: Path, checkpoints: set[str]) -> tuple[str, int]:
+    """SQLite's integrity check of the store, and how many announced checkpoints it lacks."""
+    with sqlite3.connect(path) as db:
+        integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+        stored = {row[0] for row in db.execute("SELECT id FROM story_checkpoints")}
+    return str(integrity), len(checkpoints - stored)
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "stories.sqlite"
+        async with LLMServer(default=answer(random.Random(args.seed))) as llm:
+            config = f"""
+[server]
+story_db = "{db}"
+
+[director]
+base_url = "{llm.base_url}"
+api_key = "soak"
+model = "soak"
+debounce_s = 0.05
+"""
+            stats: Counter[str] = Counter()
+            async with served(config) as base, SessionClient(session_url(base)) as client:
+                await client.start(director="llm", story="garden_gate", seed=args.seed)
+                stop = asyncio.Event()
+                side = asyncio.create_task(bystander(session_url(base), stop, stats))
+                async with Microphone(client) as mic:
+                    await asyncio.sleep(60.0 if args.minutes >= 5 else 10.0)  # warm-up
+                    rss_start = rss_mib(base)
+                    ids = await drive(client, mic, args)
+                rss_end = rss_mib(base)
+                stop.set()
+                await side
+                metrics = client.received.of_type("metrics")[-1]
+            checkpoints = {
+                h["checkpoint"]
+                for m in client.received.of_type("story.state")
+                for h in m["history"]
+                if h.get("checkpoint")
+            }
+        integrity, missing = story_store(db, checkpoints)
+    times = [f.t for f in client.received.video]
+    gaps = np.diff(times) * 1000.0
+    outcome = answered(client, ids)
+    rows = [
+        ("minutes", f"{args.minutes:g}"),
+        ("video frames received", f"{len(times)}"),
+        ("chunks on time (server)", f"{100 * metrics['on_time']:.2f} %"),
+        (f"1 s windows with >= {WINDOW_FPS} fps", f"{100 * fps_windows(times):.2f} %"),
+        ("largest frame gap at the client", f"{gaps.max():.0f} ms"),
+        ("frame gap p99", f"{np.percentile(gaps, 99):.1f} ms"),
+        (
+            "inputs: reflected / told why not / unanswered",
+            f"{outcome['reflected']} / {outcome['told why not']} / {outcome['unanswered']}",
+        ),
+        ("Director calls", f"{len(llm.requests)}"),
+        ("story rewinds sent", f"{int(60 * args.minutes // args.rewind_s)}"),
+        (
+            "bystander sessions opened and closed / refused",
+            f"{stats['bystander sessions']} / {stats['bystander refused']}",
+        ),
+        (
+            "server RSS after warm-up -> end",
+            f"{rss_start:.0f} -> {rss_end:.0f} MiB ({100 * (rss_end / rss_start - 1):+.1f} %)",
+        ),
+        ("story store integrity", integrity),
+        ("announced checkpoints missing from the store", f"{missing} of {len(checkpoints)}"),
+    ]
+    print("| measure | value |\n|---|---|")
+    print("\n".join(f"| {name} | {value} |" for name, value in rows))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--rewind-s", type=float, default=90.0)
+    parser.add_argument("--seed", type=int, default=1)
+    uvloop.run(main(parser.parse_args()))
