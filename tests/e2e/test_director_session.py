@@ -13,13 +13,15 @@ import pytest_asyncio
 
 from agent.director_config import DirectorConfig
 from server.app import OnstageServer
-from server.client import SessionClient
+from server.client import SessionClient, VideoFrame
 from server.demo_audio import noise, speech
 from server.limits import Limits
 from server.media import pcm16
 from server.sessions import SessionFactory
+from server.voice import OUTPUT_RATE
 from streaming_model.probes import measure
 from tests.support.llm_server import Call, LLMServer, Reply
+from tests.support.observe import arrived
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -65,15 +67,18 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
         Reply(text=""),
     )
     async with SessionClient(url) as client:
-        await client.start(director="llm", seed=4)
+        session = await client.start(director="llm", seed=4)
         question = np.concatenate(
             [noise(0.5, 0.002), speech("What is your name?", sampling_noise=False), noise(1.5, 0.002)]
         )
         await stream(client, question)
         heard = await client.wait_type("input.transcript", timeout=30)
         # The Director hears it when the client does: it can act only from then on.
-        heard_at = next(t for t, m in client.received.messages if m is heard)
+        received = client.received
+        heard_at = arrived(received, heard)
         assert "name" in heard["text"].lower()
+        spoke = await client.wait_type("input.speech_started")
+        stopped = await client.wait_type("input.speech_stopped")
         request = (await asyncio.wait_for(llm.wait_for_requests(1), 30))[0]
         assert "what is your name" in request["messages"][-1]["content"].lower()
         started = await client.wait_type("character.speech", state="started", timeout=30)
@@ -82,14 +87,24 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
         ended_at = client.received.video[-1].header["pts_ms"]
         await client.wait_frame(lambda f: f.header["pts_ms"] > ended_at + 1000)  # and a second more
         assert loud(client, 0.0) > 0.05  # the voice was sent with the frames
-        plans = client.received.of_type("director.plan")
-        assert plans and all(p["epoch"] >= 0 for p in plans)
+        # One Director run, once it had heard the question, made both plans, in the order it called them.
+        plans = received.of_type("director.plan")
+        assert [p["summary"] for p in plans] == ["say", "perform jump"]
+        assert len({p["epoch"] for p in plans}) == 1
+        assert all(arrived(received, p) > heard_at for p in plans)
 
     # The frames show it: the probes find jumps only after the answer, and a mouth that follows the voice.
-    video = client.received.video
+    video = received.video
     before = [f for f in video if f.t < heard_at]
     after = [f for f in video if f.t >= heard_at]
-    assert len(before) >= 48  # the 3 s question
+    # Whisper transcribes an utterance once it has ended, so the frames checked for jumps before the
+    # Director heard the question hold all those sent while it was spoken: frames go out at their time give
+    # or take one chunk, so an interval of L seconds holds L x fps of them, less a chunk at each end.
+    spoke_at, stopped_at = arrived(received, spoke), arrived(received, stopped)
+    assert spoke_at < stopped_at <= heard_at
+    fps, chunk_frames = session["fps"], session["chunk_frames"]
+    spoken = [f for f in before if spoke_at <= f.t < stopped_at]
+    assert len(spoken) >= (stopped_at - spoke_at) * fps - 2 * chunk_frames
     identity = 0  # the default character
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -102,25 +117,32 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
     assert np.corrcoef(voice[talking], np.nan_to_num(answer.mouth[talking]))[0, 1] > 0.5
 
 
-async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(url: str, llm: LLMServer) -> None:
-    llm.enqueue(
-        Reply(
-            tool_calls=[
-                Call(
-                    "say",
-                    {
-                        "text": "Once upon a time there was a fox who lived by a very long river, and every day it walked along the water looking for fish."
-                    },
-                )
-            ]
-        ),
-        Reply(text=""),
-    )
+TALE = (
+    "Once upon a time there was a fox who lived by a very long river, and every day it walked along the"
+    " water looking for fish."
+)
+
+
+def voiced(client: SessionClient, frame: VideoFrame) -> bool:
+    """Whether the character's audio sent with ``frame`` is not silent."""
+    return bool(client.received.voice_loudness([frame])[0] > 0)
+
+
+async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(
+    url: str, llm: LLMServer, factory: SessionFactory
+) -> None:
+    # The voice is synthesised the same way every time: its first word lasts this long from the start.
+    first_word_ms = 1000 * factory.voice.synthesize(TALE).words[0].end / OUTPUT_RATE
+    llm.enqueue(Reply(tool_calls=[Call("say", {"text": TALE})]), Reply(text=""))
     async with SessionClient(url) as client:
         await client.start(director="llm", seed=6)
         await client.send({"type": "input.text", "text": "Tell me a long story."})
-        await client.wait_type("character.speech", state="started", timeout=30)
-        await asyncio.sleep(1.5)
+        started = await client.wait_type("character.speech", state="started", timeout=30)
+        # Talk over it once its first word has been played, so that something was heard.
+        started_at = arrived(client.received, started)
+        voice = await client.wait_frame(lambda f: f.t >= started_at and voiced(client, f), timeout=10)
+        end_ms = voice.header["pts_ms"] + first_word_ms
+        await client.wait_frame(lambda f: f.header["pts_ms"] >= end_ms, timeout=10)
         await stream(client, np.concatenate([speech("Wait, stop!", sampling_noise=False), noise(0.6, 0.002)]))
         cut = await client.wait_type("character.speech", state="interrupted", timeout=10)
         # What was heard is the words played before the cut: a start of the text, not all of it.

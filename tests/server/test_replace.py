@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import urllib.request
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -16,10 +16,17 @@ from server.client import SessionClient
 from server.conductor import ConductorConfig
 from server.limits import Limits
 from server.sessions import SessionFactory
+from tests.support.observe import arrived, last_reflecting_chunk, seen_chunk, session_metrics
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-GESTURES = [
+LEAD = 3.0
+"""Chunks generated ahead in the ``ahead`` server."""
+
+ATTEMPTS = 12
+"""Gestures a test sends at most before what it waits for has happened."""
+
+GESTURES: list[dict[str, Any]] = [
     {"gesture": "wave"},
     {"gesture": "thumbs_up"},
     {"gesture": "point", "x": 0.8, "y": 0.0},
@@ -45,69 +52,109 @@ async def serving(factory: SessionFactory, config: ConductorConfig) -> AsyncIter
 async def ahead(factory: SessionFactory):
     """A server whose sessions generate 3 chunks ahead: most of each chunk period, a generated chunk waits
     unsent, so inputs land on chunks that are already generated."""
-    async with serving(factory, ConductorConfig(lead_chunks=3.0)) as srv:
+    async with serving(factory, ConductorConfig(lead_chunks=LEAD)) as srv:
         yield srv
 
 
-def replaced_total(server: OnstageServer) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return sum(int(n) for n in re.findall(r"^onstage_session_replaced_total\{[^}]*\} (\d+)$", text, re.M))
+@dataclass(frozen=True)
+class Shown:
+    """Where a gesture sent after frame (``after``, ``frame``) arrived first showed, and whether the
+    session regenerated a chunk for it meanwhile (``/metrics`` before and after)."""
+
+    after: int
+    chunk: int
+    redirected: bool  # a chunk in flight was generated again
+    replaced: bool  # a generated, unsent chunk was generated again
+
+    @property
+    def regenerated(self) -> bool:
+        return self.redirected or self.replaced
+
+
+async def gesture_after(
+    client: SessionClient, server: OnstageServer, ref: str, gesture: dict[str, Any], frame: int, lead: float
+) -> Shown:
+    """Send ``gesture`` right after frame ``frame`` of a chunk two ahead of the newest one has arrived."""
+    assert client.started is not None
+    sid = client.started["session_id"]
+    before = await asyncio.to_thread(session_metrics, server.port, sid)
+    await client.wait_frame(lambda f: True)  # the first one
+    after = client.received.video[-1].header["chunk"] + 2
+    await client.wait_frame(lambda f: (f.header["chunk"], f.header["frame"]) >= (after, frame))
+    sent = await client.send({"type": "input.gesture", "ref": ref, **gesture})
+    accepted = await client.wait_type("input.accepted", ref=ref)
+    shown = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"], timeout=10)
+    now = await asyncio.to_thread(session_metrics, server.port, sid)
+    received, chunk = client.received, shown.header["chunk"]
+    latest = last_reflecting_chunk(seen_chunk(received, arrived(received, accepted)), lead)
+    assert seen_chunk(received, sent) < chunk <= latest, (ref, chunk)
+    return Shown(
+        after,
+        chunk,
+        now["redirects_total"] > before["redirects_total"],
+        now["replaced_total"] > before["replaced_total"],
+    )
 
 
 async def test_an_input_landing_on_a_generated_unsent_chunk_replaces_it(ahead: OnstageServer) -> None:
+    # Generating 3 chunks ahead, chunk c + 3 starts as chunk c starts playing; from when it is done (about
+    # half a chunk) to when chunk c + 1 starts, it waits unsent. A gesture sent after chunk c's third frame
+    # (82 ms in) lands there, or while c + 3 is still denoised on a slow machine: it shows in c + 3, which
+    # had to be generated again, either way. Without that it would show in c + 4, generated after it came.
     async with SessionClient(f"ws://127.0.0.1:{ahead.port}/v1/session") as client:
         await client.start(seed=2)
-        reactions = []
-        for i, gesture in enumerate(GESTURES):
-            chunk = 4 + 4 * i
-            # Right after chunk c's last frame arrived, chunk c + 3 is generated and waits to be sent
-            # (generation runs 3 chunks ahead); without replacement, c + 4 would be the first to show it.
-            await client.wait_frame(lambda f, c=chunk: (f.header["chunk"], f.header["frame"]) >= (c, 3))
-            await asyncio.sleep(0.01 * i)
-            ref = f"g{i}"
-            sent = await client.send({"type": "input.gesture", "ref": ref, **gesture})
-            accepted = await client.wait_type("input.accepted", ref=ref)
-            reactions.append((sent, accepted["event_id"], chunk))
-        shown = []
-        for sent, event_id, chunk in reactions:
-            frame = await client.wait_frame(lambda f, e=event_id: e in f.header["reflects"], timeout=10)
-            assert frame.t > sent
-            shown.append(frame.header["chunk"] - chunk)
-        replaced = await asyncio.to_thread(replaced_total, ahead)
-    assert replaced >= 3
-    assert sorted(shown)[:3] == [3, 3, 3], shown
+        shown: list[Shown] = []
+        for i in range(ATTEMPTS):
+            shown.append(await gesture_after(client, ahead, f"g{i}", GESTURES[i % len(GESTURES)], 2, LEAD))
+            if sum(s.replaced for s in shown) >= 3:
+                break
+    # A regenerated chunk shows the gesture: c + 3, or earlier when the session runs behind its lead.
+    assert all(s.chunk - s.after <= LEAD for s in shown if s.regenerated), shown
+    assert sum(s.replaced for s in shown) >= 3, shown
 
 
 async def test_with_replacement_off_generated_chunks_are_sent_as_they_are(factory: SessionFactory) -> None:
-    async with serving(factory, ConductorConfig(lead_chunks=3.0, replace=False)) as srv:
-        async with SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client:
-            await client.start(seed=2)
-            await client.wait_frame(lambda f: (f.header["chunk"], f.header["frame"]) >= (4, 3))
-            await client.send({"type": "input.gesture", "ref": "w", "gesture": "wave"})
-            accepted = await client.wait_type("input.accepted", ref="w")
-            frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
-            assert frame.header["chunk"] >= 4 + 4  # the next chunk generated after the input
-            assert await asyncio.to_thread(replaced_total, srv) == 0
+    # As above, but a gesture that comes when chunk c + 3 is generated shows in c + 4: only a chunk still in
+    # flight is redirected, and a generated one is never generated again.
+    async with (
+        serving(factory, ConductorConfig(lead_chunks=LEAD, replace=False)) as srv,
+        SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client,
+    ):
+        await client.start(seed=2)
+        shown: list[Shown] = []
+        for i in range(ATTEMPTS):
+            shown.append(await gesture_after(client, srv, f"w{i}", GESTURES[i % len(GESTURES)], 3, LEAD))
+            if any(s.chunk - s.after == LEAD + 1 for s in shown):
+                break
+    assert not any(s.replaced for s in shown), shown
+    assert all(s.chunk - s.after <= LEAD for s in shown if s.redirected), shown
+    assert any(s.chunk - s.after == LEAD + 1 and not s.regenerated for s in shown), shown
 
 
 async def test_an_input_during_the_next_chunks_generation_shows_in_that_chunk(
     factory: SessionFactory,
 ) -> None:
-    # Generating one chunk ahead (the default), chunk c + 2 starts generating about 42 ms after chunk c's
-    # last frame arrived and takes about 60 ms: inputs 60-90 ms after that frame land while it is denoised
-    # or, later, decoded. Either way more than 100 ms are left before it is sent: enough to generate it
-    # again with the input.
+    # Generating one chunk ahead (the default), chunk c + 1 starts generating as chunk c starts playing. A
+    # gesture sent when chunk c's first frame arrives comes while c + 1 is denoised (or, on a fast machine,
+    # waits to be sent), with nearly a chunk left before its send: enough to generate it again with the
+    # gesture, unless the session's chunk time leaves no room, when it shows in the chunk after.
+    config = ConductorConfig()
+    lead = config.lead_chunks
     async with (
-        serving(factory, ConductorConfig()) as srv,
+        serving(factory, config) as srv,
         SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client,
     ):
-        await client.start(seed=5)
-        for i, delay in enumerate((0.06, 0.07, 0.08, 0.09)):
-            chunk = 4 + 4 * i
-            await client.wait_frame(lambda f, c=chunk: (f.header["chunk"], f.header["frame"]) >= (c, 3))
-            await asyncio.sleep(delay)
-            await client.send({"type": "input.gesture", "ref": f"d{i}", **GESTURES[i]})
-            accepted = await client.wait_type("input.accepted", ref=f"d{i}")
-            frame = await client.wait_frame(lambda f, e=accepted["event_id"]: e in f.header["reflects"])
-            assert frame.header["chunk"] == chunk + 2, (delay, frame.header["chunk"] - chunk)
+        session = await client.start(seed=5)
+        shown: list[Shown] = []
+        for i in range(ATTEMPTS):
+            shown.append(await gesture_after(client, srv, f"d{i}", GESTURES[i % len(GESTURES)], 0, lead))
+            if sum(s.regenerated for s in shown) >= 4:
+                break
+        chunk_s = session["chunk_frames"] / session["fps"]
+        figures = await asyncio.to_thread(session_metrics, srv.port, session["session_id"])
+    assert all(s.chunk - s.after <= lead for s in shown if s.regenerated), shown
+    # A chunk is generated again only while redirect_margin x its typical time is left before its send; a
+    # gesture comes up to a frame after the generation began. Where that leaves room, most do.
+    frame_s = 1 / session["fps"]
+    if config.redirect_margin * figures["chunk_seconds0.5"] < chunk_s - frame_s:
+        assert sum(s.regenerated for s in shown) >= 4, (figures, shown)

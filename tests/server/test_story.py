@@ -119,11 +119,7 @@ async def test_a_restarted_server_brings_a_story_session_back_where_it_was(facto
             back = await client.start(resume=resume)
             assert back["session_id"] == started["session_id"]
             state = await client.wait_type("story.state")
-            assert (
-                state["node"] == "porch" and state["variables"]["trust"] == 1
-                if "variables" in state
-                else True
-            )
+            assert (state["node"], state["variables"]["trust"]) == ("porch", 1)
             assert [n["beat"] for n in state["history"]] == ["gate", "porch"]
             await client.wait_frame(lambda f: f.header["chunk"] >= 2)
             await client.send({"type": "story.choose", "choice": "ask"})
