@@ -34,6 +34,7 @@ from typing import Any, TypedDict
 
 import msgspec
 import openai
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -136,7 +137,10 @@ class Director:
             timeout=config.timeout_s,
         )
         self._graph = self._build_graph().compile(checkpointer=checkpointer or InMemorySaver())
-        self._thread = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_steps + 8}
+        self._thread: RunnableConfig = {
+            "configurable": {"thread_id": session},
+            "recursion_limit": 4 * config.max_steps + 8,
+        }
         self._stamp = Stamper(session, prefix="d")
         self._contexts: list[ContextProvider] = []
         self._inbox: list[Event] = []

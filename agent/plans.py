@@ -224,7 +224,7 @@ def with_ids(block: Block) -> Block:
     behaviors: list[Behavior] = []
     for b in block.behaviors:
         if not b.id:
-            kind = type(b).__struct_config__.tag
+            kind = str(type(b).__struct_config__.tag)  # every behavior is tagged by a string
             n = counts.get(kind, 0)
             while True:
                 n += 1

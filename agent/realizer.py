@@ -32,7 +32,7 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -44,6 +44,7 @@ from agent.plans import (
     Action,
     Behavior,
     Block,
+    Channel,
     Emotion,
     Gaze,
     Move,
@@ -564,7 +565,8 @@ class Realizer:
         self, k: int, cues: list[SpeechCue]
     ) -> tuple[dict[str, str], dict[str, tuple[_Entry, Behavior | None]]]:
         """Give each channel to its best claim in chunk ``k``; start won speech, cut outranked speech."""
-        claims: dict[str, list[tuple[tuple[int, int, int, int], _Entry, Behavior | None]]] = {}
+        claims: dict[Channel, list[tuple[tuple[int, int, int, int], _Entry, Behavior | None]]] = {}
+        b: Behavior | None
         for entry in self._entries:
             if entry.start is None:
                 continue
@@ -755,7 +757,7 @@ class Realizer:
         elif self.bus is not None:
             self.bus.publish_nowait(event)
 
-    def _publish_plan(self, kind: type[Event], entry: _Entry, **fields: object) -> None:
+    def _publish_plan(self, kind: type[Event], entry: _Entry, **fields: Any) -> None:
         block = entry.block
         self._publish(
             self._stamp(

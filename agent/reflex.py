@@ -129,7 +129,10 @@ class ReflexPolicy:
                 and event.strength_db >= c.startle_min_db
                 and self._cooled("startle", c.startle_cooldown_s)
             ):
-                startle = [Action(name="startle"), Emotion(emotion="surprised", duration_s=1.0)]
+                startle: list[Behavior] = [
+                    Action(name="startle"),
+                    Emotion(emotion="surprised", duration_s=1.0),
+                ]
                 return self._submit(event, startle, "startle", priority=1)
             return None
         if isinstance(event, SoundClass):
@@ -140,7 +143,7 @@ class ReflexPolicy:
                 return self._submit(event, [glance], f"look toward {event.label}")
             return None
         if isinstance(event, TextInput) and c.text_nod and self._cooled("text", c.text_cooldown_s):
-            read = [Gaze(x=0.0, y=0.0, duration_s=1.5), Action(name="nod", duration_s=0.8)]
+            read: list[Behavior] = [Gaze(x=0.0, y=0.0, duration_s=1.5), Action(name="nod", duration_s=0.8)]
             return self._submit(event, read, "acknowledge text")
         if isinstance(event, Gesture) and c.gestures and event.confidence >= c.gesture_min_confidence:
             behaviors = self._gesture(event)

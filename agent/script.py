@@ -223,7 +223,9 @@ def _with_places(data: Any) -> Any:
         cues = data.get(section)
         for i, cue in enumerate(cues if isinstance(cues, list) else []):
             behaviors = cue.get("behaviors") if isinstance(cue, dict) else None
-            for j, b in enumerate(behaviors if isinstance(behaviors, list) else []):
+            if not isinstance(behaviors, list):
+                continue
+            for j, b in enumerate(behaviors):
                 if not isinstance(b, dict) or "place" not in b:
                     continue
                 place = places.get(str(b["place"]))
@@ -399,9 +401,8 @@ class ScriptRunner:
     def listen(self, bus: EventBus) -> asyncio.Task[None]:
         """Subscribe to ``bus`` now (no event published after this call is missed) and return the task
         that feeds its trigger events to ``on_event`` until the bus closes or the task is cancelled."""
-        sub = bus.subscribe(
-            *{SoundClass, *USER_ACTIVITY}, name=f"script:{self.script.name}", where=_is_input, reactive=True
-        )
+        types: set[type[Event]] = {SoundClass, *USER_ACTIVITY}
+        sub = bus.subscribe(*types, name=f"script:{self.script.name}", where=_is_input, reactive=True)
 
         async def feed() -> None:
             try:

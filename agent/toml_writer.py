@@ -10,6 +10,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import TypeGuard
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -41,7 +42,7 @@ def _value(value: object) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 
-def _is_table_array(value: object) -> bool:
+def _is_table_array(value: object) -> TypeGuard[list[Mapping[str, object]]]:
     return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
 
 

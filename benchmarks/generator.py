@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from streaming_model.condition import ChunkCondition
+from streaming_model.kv_cache import CacheMode
 from streaming_model.loading import CODEC_PATH, DIT_PATH
 from streaming_model.manifest import ACTION_NAMES
 from streaming_model.runtime import Generator, Session
@@ -121,11 +122,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
     results = {}
-    for mode, n in (("write_time", args.chunks), ("naive", min(args.chunks, args.naive_chunks))):
+    modes: tuple[tuple[CacheMode, int], ...] = (
+        ("write_time", args.chunks),
+        ("naive", min(args.chunks, args.naive_chunks)),
+    )
+    for mode, n in modes:
         session = gen.open_session(identity=1, seed=0, steps=args.steps, cache_mode=mode)
         results[mode] = run(session, script(n))
         results[mode]["chunks"] = n
-    w, n = results["write_time"], results["naive"]
+    w, naive = results["write_time"], results["naive"]
     print(f"{args.steps} denoise steps, {args.threads} thread(s), budget {BUDGET_MS:.1f} ms per chunk")
     print(
         f"{'path':<11} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
@@ -137,7 +142,7 @@ def main() -> None:
             f"{100 * r['late_share']:>7.2f} {r['maint_ms']:>9.3f} {100 * r['maint_ms'] / r['median_ms']:>8.2f} "
             f"{r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
         )
-    print(f"maintenance naive / write-time: {n['maint_ms'] / max(w['maint_ms'], 1e-9):.1f}x")
+    print(f"maintenance naive / write-time: {naive['maint_ms'] / max(w['maint_ms'], 1e-9):.1f}x")
     lat = interrupt_latency(gen.open_session(identity=1, seed=0, steps=args.steps), 40)
     print(
         f"interrupt: {lat['n']} cancelled mid-chunk, cancel->return median {lat['median_ms']:.1f} ms, "

@@ -178,7 +178,7 @@ def main() -> None:
         turn_costs.append(time.process_time_ns() - t0)
     rows.append(Row("end of turn", turn_costs, audio_s))
     pcm = [(np.clip(f, -1, 1 - 1 / 32768) * 32768).astype("<i2").tobytes() for f in frames]
-    ears_costs, _ = timed(Ears(Stamper("bench")).feed, pcm)  # type: ignore[arg-type]
+    ears_costs, _ = timed(Ears(Stamper("bench")).feed, pcm)
     rows.append(Row("Ears: PCM16 in, all of the above", ears_costs, audio_s))
 
     onsets = [[e for e in out if isinstance(e, SoundOnset)] for out in onset_out]

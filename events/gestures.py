@@ -204,7 +204,8 @@ class LandmarkGestureClassifier:
 
     def _recognise(self, t_ms: float) -> dict[str, tuple[float, float, float]]:
         """Gestures visible now, each with (confidence, x, y)."""
-        cfg, found = self.config, {}
+        cfg = self.config
+        found: dict[str, tuple[float, float, float]] = {}
         if not self._history:
             return found
         window = [p for p in self._history if t_ms - p.t_ms <= cfg.wave_window_ms]

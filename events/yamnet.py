@@ -16,7 +16,9 @@ import csv
 import importlib.util
 import struct
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -95,12 +97,14 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
             return value, i
 
 
-def _fields(data: bytes):
-    """(field number, value) of one protobuf message; length-delimited values come back as bytes."""
+def _fields(data: bytes) -> Iterator[tuple[int, Any]]:
+    """(field number, value) of one protobuf message; length-delimited values come back as bytes (typed
+    Any: the caller knows each field's wire type)."""
     i = 0
     while i < len(data):
         key, i = _varint(data, i)
         wire = key & 7
+        value: int | bytes
         if wire == 0:
             value, i = _varint(data, i)
         elif wire == 1:

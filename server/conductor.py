@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -197,7 +197,7 @@ class Conductor:
         )
         self.story: StoryPlayer | None = None
         self._story_moved = False
-        self.on_fatal: Callable[[p.Error], Awaitable[None]] | None = None
+        self.on_fatal: Callable[[p.Error], Coroutine[Any, Any, None]] | None = None
         """Set by the server: called once if a task the session needs fails."""
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -241,7 +241,7 @@ class Conductor:
         """Before ``start``: go on from a checkpoint (a revived session): the generator's state, and the
         chunk the realizer decides next. The media clock of the new connection starts at 0."""
         if generator_state is not None:
-            self.model.restore(generator_state)  # type: ignore[arg-type]
+            self.model.restore(generator_state)  # type: ignore[arg-type]  # the snapshot it took; opaque in the store
         self._k = chunk
 
     def attach(self, send: Send | None) -> None:
@@ -349,7 +349,7 @@ class Conductor:
         restored = await story.rewind(checkpoint)
         self.player.interrupt(self._last_frame + 1)
         if restored.generator is not None:
-            self.model.restore(restored.generator)  # type: ignore[arg-type]
+            self.model.restore(restored.generator)  # type: ignore[arg-type]  # the snapshot it took; opaque in the store
         self._k = restored.chunk + 1
 
     def _on_story_move(self, view: StoryView) -> None:
@@ -581,7 +581,8 @@ class Conductor:
         while True:
             waiter = asyncio.ensure_future(self._urgent.get())
             try:
-                done, _ = await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                both: set[asyncio.Future[Any]] = {job, waiter}
+                done, _ = await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 if not waiter.done():
                     waiter.cancel()
@@ -787,7 +788,7 @@ def _kind_of(event: Event) -> str:
         Gesture: "gesture",
         Transcript: "transcript",
         Interrupt: "interrupt",
-    }.get(type(event), type(event).__struct_config__.tag)
+    }.get(type(event), str(type(event).__struct_config__.tag))
 
 
 def _to_client(event: Event) -> p.ServerMessage | None:

@@ -11,6 +11,7 @@ import io
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -81,7 +82,7 @@ def _save_animation(path: Path, frames: Sequence[VideoFrame], fps: int) -> None:
     )
 
 
-def _format_options(path: Path) -> dict[str, object]:
+def _format_options(path: Path) -> dict[str, Any]:
     return {"lossless": False, "quality": 90} if path.suffix.lower() == ".webp" else {}
 
 

@@ -173,7 +173,7 @@ class SessionFactory:
                 if isinstance(plan, str)
                 else script_from_builtins(plan, self.manifest)
             )
-            mind = choose_mind(start.director, self.director)  # type: ignore[arg-type]
+            mind = choose_mind(start.director, self.director)
         except (ScriptError, StoryError, ConfigError, OSError) as exc:
             raise ValueError(str(exc)) from None
         seed = start.seed if start.seed is not None else int.from_bytes(session_id.encode()[:4], "big")

@@ -139,6 +139,8 @@ def voice_taps(voice: torch.Tensor, taps: int, frames: int = 4) -> torch.Tensor:
 class Codec(nn.Module):
     """Encoder + decoder; `scale` maps latents to about unit variance for the diffusion model."""
 
+    scale: torch.Tensor  # a registered buffer
+
     def __init__(self, cfg: CodecConfig) -> None:
         super().__init__()
         self.cfg = cfg

@@ -13,7 +13,8 @@ the caller rotates q and k for explicit positions; an `attend(layer, q, k, v)` c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 import msgspec
 import torch
@@ -108,6 +109,9 @@ def timestep_features(t: torch.Tensor, dim: int = 128) -> torch.Tensor:
 class DiT(nn.Module):
     """x0-predicting diffusion transformer over latent chunks."""
 
+    _rows: torch.Tensor  # registered buffers: the token grid's row and column of each patch
+    _cols: torch.Tensor
+
     def __init__(self, cfg: DiTConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -189,7 +193,8 @@ class DiT(nn.Module):
         """
         x = self.patch_in(self.patchify(z))
         kv: list[tuple[torch.Tensor, torch.Tensor]] = []
-        for i, blk in enumerate(self.blocks):
+        # To mypy a ModuleList yields plain Modules; these are the Blocks built in __init__.
+        for i, blk in enumerate(cast("Iterable[Block]", self.blocks)):
             mod = blk.modulation(c)
             q, k, v = blk.project(x, mod)
             kv.append((k, v))

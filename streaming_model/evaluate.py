@@ -49,12 +49,12 @@ def script(seed: int) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]
     """Conditions and, per action, (name, first chunk, params) of its segment."""
     rng = np.random.default_rng(seed)
     conds: list[ChunkCondition] = []
-    segments = []
+    segments: list[tuple[str, int, dict]] = []
     for name in ACTION_NAMES:
         conds += [ChunkCondition("idle")] * LEAD
-        params = {"paw": str(rng.choice(["left", "right"])), "target": (float(rng.choice([-0.9, 0.9])), 0.0)}
-        segments.append((name, len(conds), params))
-        conds += [ChunkCondition(name, target=params["target"], paw=params["paw"])] * HOLD
+        paw, target = str(rng.choice(["left", "right"])), (float(rng.choice([-0.9, 0.9])), 0.0)
+        segments.append((name, len(conds), {"paw": paw, "target": target}))
+        conds += [ChunkCondition(name, target=target, paw=paw)] * HOLD
     for _ in range(SIDE_TURNS):
         conds += [ChunkCondition("idle")] * LEAD
         side = str(rng.choice(["left", "right"]))

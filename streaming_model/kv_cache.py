@@ -70,10 +70,10 @@ class CacheState:
             return None if t is None else t.clone()
 
         return CacheState(
-            c(self.k_q),
-            c(self.k_s),
-            c(self.v_q),
-            c(self.v_s),
+            self.k_q.clone(),
+            self.k_s.clone(),
+            self.v_q.clone(),
+            self.v_s.clone(),
             c(self.raw_k),
             c(self.raw_v),
             self.slot_pos.clone(),
@@ -156,6 +156,7 @@ class KVCache:
         tok = self._tok(slot)
         for layer, (k, v) in enumerate(kv_raw):
             if self.mode == "naive":  # keep raw keys; every read redoes the work
+                assert st.raw_k is not None and st.raw_v is not None
                 st.raw_k[layer, :, tok] = k[0]
                 st.raw_v[layer, :, tok] = v[0]
                 continue
@@ -224,6 +225,7 @@ class KVCache:
     def _naive_window(self, layer: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Re-rotate and re-quantize every committed slot from the raw keys (the baseline's work)."""
         st = self.state
+        assert st.raw_k is not None and st.raw_v is not None
         keys, values = [], []
         for slot in range(0, 1 + self.filled()):
             tok = self._tok(slot)

@@ -192,8 +192,7 @@ def action_shown(
     if action == "sit":
         return bool(late.sitting[-4:].all())
     if action == "wave":
-        side = late.paw_right if paw == "right" else late.paw_left
-        return bool(side[-4:].all())
+        return bool((late.paw_right if paw == "right" else late.paw_left)[-4:].all())
     if action in ("nod", "shake_head"):
         nod, shake = head_oscillation(late)
         return (

@@ -96,7 +96,8 @@ def render(
         parts.append(model_frames(conds, identity, seed, steps))
     frames = np.concatenate(parts, axis=2)
     images = [
-        Image.fromarray(f).resize((f.shape[1] * scale, f.shape[0] * scale), Image.NEAREST) for f in frames
+        Image.fromarray(f).resize((f.shape[1] * scale, f.shape[0] * scale), Image.Resampling.NEAREST)
+        for f in frames
     ]
     out = Path(path)
     images[0].save(out, save_all=True, append_images=images[1:], duration=round(1000 / FPS), loop=0)

@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 import torch
@@ -182,6 +183,10 @@ class Session:
             return None
         return PendingChunk(self.index, x0, cond, phase0, self.voice_tail + cond.voice)
 
+    @overload
+    def commit(self, pending: PendingChunk, decode: Literal[True] = True) -> np.ndarray: ...
+    @overload
+    def commit(self, pending: PendingChunk, decode: bool) -> np.ndarray | None: ...
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
         """Write the chunk into the cache (one pass over it at the context noise level) and decode it."""
         if pending.index != self.index:

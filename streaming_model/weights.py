@@ -49,7 +49,7 @@ def save_weights(
     tmp.replace(path)
 
 
-def load_weights(path: Path, kind: str, config_type: type) -> tuple[Any, dict[str, torch.Tensor], dict]:
+def load_weights(path: Path, kind: str, config_type: type[Any]) -> tuple[Any, dict[str, torch.Tensor], dict]:
     """Load and check a weights file; returns (config, tensors, info). Raises WeightsError."""
     if not path.exists():
         raise WeightsError(f"weights file not found: {path}")

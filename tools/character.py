@@ -79,7 +79,7 @@ def delayed(block: Block, seconds: float) -> Block:
 
 
 def _literal(values: tuple[str, ...]) -> Any:
-    return Literal[values]  # type: ignore[valid-type]
+    return Literal[values]
 
 
 def action_params(manifest: Manifest) -> list[ParamSpec]:
@@ -96,8 +96,7 @@ def _param_type(p: ParamSpec) -> Any:
     """The argument type of one manifest parameter: an enum of its choices, or a bounded number."""
     if p.kind == "choice":
         return Annotated[_literal(p.choices), msgspec.Meta(description=p.description)]
-    bounds = {k: v for k, v in (("ge", p.minimum), ("le", p.maximum)) if v is not None}
-    return Annotated[float, msgspec.Meta(description=p.description, **bounds)]
+    return Annotated[float, msgspec.Meta(description=p.description, ge=p.minimum, le=p.maximum)]
 
 
 def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[ToolContext]:
@@ -230,7 +229,7 @@ def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[T
         if a.on_word is not None and a.gesture is None:
             raise ToolError("on_word needs a gesture", "on_word")
         if a.gesture is not None:
-            when = (
+            when: dict[str, Any] = (
                 {"stroke": SyncRef(to="say", word=a.on_word)} if a.on_word else {"start": SyncRef(to="say")}
             )
             behaviors.append(Action(id="gesture", name=a.gesture, **when))

@@ -89,7 +89,7 @@ def _tokens(text: str) -> list[_Token]:
         column = match.start(kind) + 1
         if kind == "name" and value in _KEYWORDS:
             kind = "keyword"
-        out.append(_Token(kind, value, column))  # type: ignore[arg-type]
+        out.append(_Token(kind, value, column))  # type: ignore[arg-type]  # the regex's group names are the kinds
         pos = match.end()
     out.append(_Token("end", "", len(text) + 1))
     return out
@@ -112,10 +112,10 @@ class Compiled:
 _COMPARE: dict[str, Callable[[Value, Value], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
-    "<": operator.lt,  # type: ignore[dict-item]
-    "<=": operator.le,  # type: ignore[dict-item]
-    ">": operator.gt,  # type: ignore[dict-item]
-    ">=": operator.ge,  # type: ignore[dict-item]
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 
 
@@ -222,7 +222,7 @@ class _Parser:
             start = self.peek
             kind, inner = self.unary()
             self.need("number", kind, "unary `-`", start)
-            return "number", lambda env: -inner(env)  # type: ignore[operator]
+            return "number", lambda env: -inner(env)  # type: ignore[operator]  # need() made it a number
         return self.atom()
 
     def atom(self) -> tuple[Kind, Evaluator]:
@@ -258,8 +258,8 @@ class _Parser:
 
 def _arith(op: str, left: Evaluator, right: Evaluator) -> Evaluator:
     if op == "+":
-        return lambda env: left(env) + right(env)  # type: ignore[operator]
-    return lambda env: left(env) - right(env)  # type: ignore[operator]
+        return lambda env: left(env) + right(env)  # type: ignore[operator]  # both checked numbers
+    return lambda env: left(env) - right(env)  # type: ignore[operator]  # both checked numbers
 
 
 def compile_condition(text: str, variables: Mapping[str, Kind]) -> Compiled:
@@ -290,9 +290,9 @@ class Effect:
         if self.op == "=":
             out[self.target] = given
         elif self.op == "+=":
-            out[self.target] = variables[self.target] + given  # type: ignore[operator]
+            out[self.target] = variables[self.target] + given  # type: ignore[operator]  # += is number-only
         else:
-            out[self.target] = variables[self.target] - given  # type: ignore[operator]
+            out[self.target] = variables[self.target] - given  # type: ignore[operator]  # -= is number-only
         return out
 
 
@@ -315,4 +315,4 @@ def compile_effect(text: str, variables: Mapping[str, Kind]) -> Effect:
     if op.text != "=" and wanted != "number":
         raise parser.fail(f"`{op.text}` needs a number variable; {target.text!r} is a {wanted}", op)
     parser.need(wanted, kind, f"{target.text!r}", start)
-    return Effect(text, target.text, op.text, value)  # type: ignore[arg-type]
+    return Effect(text, target.text, op.text, value)  # type: ignore[arg-type]  # accept() took one of the three

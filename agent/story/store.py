@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -187,11 +187,11 @@ class CheckpointStore:
         rows = await asyncio.to_thread(self._all, "SELECT session FROM story_sessions ORDER BY updated DESC")
         return [row[0] for row in rows]
 
-    def _one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
+    def _one(self, sql: str, args: tuple[object, ...]) -> tuple[Any, ...] | None:
         with self._lock:
             return self._db.execute(sql, args).fetchone()
 
-    def _all(self, sql: str) -> list[tuple[object, ...]]:
+    def _all(self, sql: str) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._db.execute(sql).fetchall()
 

@@ -48,7 +48,7 @@ class Progress:
         rate = (step - self.last_step) / max(now - self.last_t, 1e-9)
         eta_min = (self.total - step) / max(rate, 1e-9) / 60.0
         self.last_t, self.last_step = now, step
-        rec = {"step": step, "steps_per_s": round(rate, 3), "eta_min": round(eta_min, 1)}
+        rec: dict[str, object] = {"step": step, "steps_per_s": round(rate, 3), "eta_min": round(eta_min, 1)}
         rec["elapsed_min"] = round(self.elapsed() / 60.0, 2)
         rec.update({k: round(float(v), 5) for k, v in metrics.items()})
         rec["utc"] = time.strftime("%H:%M:%S", time.gmtime(now))

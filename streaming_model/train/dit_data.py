@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..codec import to_pixels
+from ..codec import Codec, to_pixels
 from ..loading import load_codec
 from ..world import palette as P
 from ..world.episodes import random_episode, reference_chunk
@@ -48,7 +49,7 @@ def face_mask(frames: np.ndarray, patch_px: int = 16) -> np.ndarray:
 
 
 @torch.no_grad()
-def encode_chunks(codec: torch.nn.Module, chunks: np.ndarray, batch: int = 32) -> np.ndarray:
+def encode_chunks(codec: Codec, chunks: np.ndarray, batch: int = 32) -> np.ndarray:
     """(N, 4, H, W, 3) uint8 -> (N, C, 16, 16) float16 normalised latents."""
     out = []
     for i in range(0, len(chunks), batch):
@@ -57,12 +58,12 @@ def encode_chunks(codec: torch.nn.Module, chunks: np.ndarray, batch: int = 32) -
     return torch.cat(out).numpy().astype(np.float16)
 
 
-def reference_latents(codec: torch.nn.Module) -> np.ndarray:
+def reference_latents(codec: Codec) -> np.ndarray:
     """(identities, C, 16, 16): the latent of each identity's reference chunk."""
     return encode_chunks(codec, reference_chunk(np.arange(NUM_IDENTITIES)))
 
 
-def build_shard(codec: torch.nn.Module, seed: int, episodes: int, chunks: int, path: Path) -> None:
+def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path) -> None:
     """Render and encode one shard (in groups of 10 worlds to bound memory)."""
     lat, masks, faces, codes, ids = [], [], [], [], []
     for g in range(0, episodes, 10):
@@ -74,7 +75,8 @@ def build_shard(codec: torch.nn.Module, seed: int, episodes: int, chunks: int, p
         faces.append(face_mask(ch).reshape(n, chunks, -1))
         codes.append({f: getattr(ep.codes, f) for f in FIELDS})
         ids.append(ep.identity)
-    arrays = {f: np.concatenate([c[f] for c in codes]) for f in FIELDS}
+    # Any: a dict of arrays spread into savez could, to mypy, also fill its allow_pickle flag.
+    arrays: dict[str, Any] = {f: np.concatenate([c[f] for c in codes]) for f in FIELDS}
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
         tmp,
@@ -88,7 +90,7 @@ def build_shard(codec: torch.nn.Module, seed: int, episodes: int, chunks: int, p
     tmp.replace(path)
 
 
-def codec_latent_shape(codec: torch.nn.Module) -> tuple[int, int, int]:
+def codec_latent_shape(codec: Codec) -> tuple[int, int, int]:
     """(C, 16, 16) of the codec's latents."""
     return (codec.cfg.latent_channels, 16, 16)
 

@@ -66,7 +66,7 @@ def initial_state(identity: np.ndarray) -> WorldState:
     )
 
 
-def _approach(cur: np.ndarray, target: np.ndarray, rate: float | np.ndarray) -> np.ndarray:
+def _approach(cur: np.ndarray, target: np.ndarray | float, rate: float | np.ndarray) -> np.ndarray:
     return cur + (target - cur) * rate
 
 
