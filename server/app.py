@@ -1,8 +1,10 @@
 """The WebSocket server: one port for the session endpoint, the browser page, health and metrics.
 
 Routes: ``/v1/session`` (WebSocket, PROTOCOL.md), ``/`` and ``/static/*`` (the browser page),
-``/healthz`` (JSON), ``/metrics`` (Prometheus text). Authentication happens in the HTTP handshake: with a
-token secret configured, a request without a valid token gets HTTP 401 before any session exists.
+``/healthz`` (JSON), ``/metrics`` (Prometheus text). Every request must name this server in ``Host`` and,
+if it carries an ``Origin``, come from this server's page (``server.access``): else HTTP 403. With a token
+secret configured, ``/v1/session`` and ``/metrics`` need a valid token (HTTP 401 before any session
+exists), and one token holds at most ``Access.sessions_per_token`` live sessions at once.
 
 Sessions outlive their connection for ``resume_grace_s``: the client may come back with
 ``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk.
@@ -11,6 +13,7 @@ Sessions outlive their connection for ``resume_grace_s``: the client may come ba
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import http
 import logging
@@ -29,6 +32,7 @@ from websockets.http11 import Request, Response
 
 from events.errors import BadInput
 from server import protocol as p
+from server.access import Access, HostGate
 from server.auth import check_token
 from server.conductor import Conductor
 from server.limits import Limits, TokenBucket
@@ -38,6 +42,8 @@ from server.sessions import SessionFactory
 log = logging.getLogger(__name__)
 
 PAGE_DIR = Path(__file__).parent / "page"
+# Served by name from this list: no path is ever built from what a request says.
+PAGE_FILES = frozenset(path.name for path in PAGE_DIR.iterdir() if path.is_file())
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
 
 
@@ -48,6 +54,8 @@ class LiveSession:
     outbox: Outbox | None = None
     expires: asyncio.TimerHandle | None = None
     closed: bool = False
+    token: str | None = None
+    """The client token this session was opened with (None without a token secret)."""
 
 
 @dataclass
@@ -63,18 +71,25 @@ class OnstageServer:
     """Owns the sessions of one server process."""
 
     def __init__(
-        self, factory: SessionFactory, limits: Limits | None = None, token_secret: str | None = None
+        self,
+        factory: SessionFactory,
+        limits: Limits | None = None,
+        token_secret: str | None = None,
+        access: Access | None = None,
     ):
         self.factory = factory
         self.limits = limits or Limits()
         self.token_secret = token_secret
+        self.access = access or Access()
         self.sessions: dict[str, LiveSession] = {}
         self.stats = Stats()
         self._server: Server | None = None
+        self._gate: HostGate | None = None
+        self._opening: collections.Counter[str] = collections.Counter()  # per token: sessions being set up
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> Server:
         """Listen on ``host:port`` (port 0 picks a free one)."""
-        self._server = await serve(
+        server = await serve(
             self._handle,
             host,
             port,
@@ -83,7 +98,9 @@ class OnstageServer:
             compression=None,  # JPEG and PCM do not compress; deflate would only cost CPU
             ping_interval=20,
         )
-        return self._server
+        self._gate = HostGate(self.access, host, server.sockets[0].getsockname()[1])
+        self._server = server
+        return server
 
     @property
     def port(self) -> int:
@@ -100,12 +117,14 @@ class OnstageServer:
     # ------------------------------------------------------------------------------ HTTP
 
     def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+        assert self._gate is not None
+        refusal = self._gate.refusal(request.headers)
+        if refusal is not None:
+            return _response(http.HTTPStatus.FORBIDDEN, f"forbidden: {refusal}\n".encode())
         url = urlsplit(request.path)
+        if url.path in ("/v1/session", "/metrics") and not self._token_ok(request):
+            return _response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
         if url.path == "/v1/session":
-            if self.token_secret is not None:
-                token = _bearer(request.headers) or parse_qs(url.query).get("token", [None])[0]
-                if not check_token(self.token_secret, token):
-                    return _response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
             return None
         if url.path == "/healthz":
             body = msgspec.json.encode({"status": "ok", "sessions": len(self.sessions)})
@@ -113,12 +132,15 @@ class OnstageServer:
         if url.path == "/metrics":
             return _response(http.HTTPStatus.OK, self._prometheus().encode(), "text/plain; version=0.0.4")
         name = "index.html" if url.path == "/" else url.path.removeprefix("/static/")
-        path = (PAGE_DIR / name).resolve()
-        if path.parent == PAGE_DIR.resolve() and path.is_file():
+        if name in PAGE_FILES:
+            path = PAGE_DIR / name
             return _response(
                 http.HTTPStatus.OK, path.read_bytes(), CONTENT_TYPES.get(path.suffix, "text/plain")
             )
         return _response(http.HTTPStatus.NOT_FOUND, b"not found\n")
+
+    def _token_ok(self, request: Request) -> bool:
+        return self.token_secret is None or check_token(self.token_secret, _client_token(request))
 
     def _prometheus(self) -> str:
         lines = [
@@ -160,6 +182,7 @@ class OnstageServer:
         messages = TokenBucket(self.limits.messages_per_s, self.limits.message_burst)
         audio = TokenBucket(self.limits.audio_realtime_factor, self.limits.audio_burst_s)
         session: LiveSession | None = None
+        token = _client_token(ws.request) if self.token_secret is not None and ws.request else None
         try:
             async for data in ws:
                 try:
@@ -168,7 +191,7 @@ class OnstageServer:
                             raise p.ProtocolError(p.ErrorCode.RATE_LIMITED, "too many messages; slow down")
                         msg = p.decode_client_text(data)
                         if session is None:
-                            session = await self._start(msg, outbox)
+                            session = await self._start_with(token, msg, outbox)
                             continue
                         for answer in await session.conductor.handle(msg):
                             await outbox.put(p.encode_server(answer), droppable=False)
@@ -204,6 +227,32 @@ class OnstageServer:
             # Let what is queued go out (an error before a close) without waiting on a dead peer.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(), 1.0)
+
+    async def _start_with(self, token: str | None, msg: p.ClientMessage, outbox: Outbox) -> LiveSession:
+        """``_start`` for a client with ``token``: a new session only while the token holds fewer than
+        ``sessions_per_token`` (sessions still being set up count, so two at once cannot both slip in)."""
+        bound = token if isinstance(msg, p.SessionStart) and msg.resume is None else None
+        if bound is not None:
+            held = self._opening[bound] + sum(s.token == bound for s in self.sessions.values())
+            if held >= self.access.sessions_per_token:
+                self.stats.refused_total += 1
+                raise p.ProtocolError(
+                    p.ErrorCode.RATE_LIMITED,
+                    f"this token already holds {held} live session(s), the most one token may;"
+                    " resume one with its resume_token, end one, or use another token",
+                    msg.ref,
+                    fatal=True,
+                )
+            self._opening[bound] += 1
+        try:
+            live = await self._start(msg, outbox)
+            live.token = live.token or token
+            return live
+        finally:
+            if bound is not None:
+                self._opening[bound] -= 1
+                if not self._opening[bound]:
+                    del self._opening[bound]
 
     async def _start(self, msg: p.ClientMessage, outbox: Outbox) -> LiveSession:
         if not isinstance(msg, p.SessionStart):
@@ -260,7 +309,8 @@ class OnstageServer:
         if (
             live is None
             or live.closed
-            or not secrets.compare_digest(live.resume_token, msg.resume.resume_token)
+            # Bytes: compare_digest refuses str with characters outside ASCII.
+            or not secrets.compare_digest(live.resume_token.encode(), msg.resume.resume_token.encode())
         ):
             raise p.ProtocolError(
                 p.ErrorCode.RESUME_FAILED, "no such session to resume, or a bad token", msg.ref
@@ -302,9 +352,16 @@ def _dropped(live: LiveSession) -> int:
     return live.conductor.frames_dropped + (live.outbox.dropped if live.outbox is not None else 0)
 
 
-def _bearer(headers: Headers) -> str | None:
-    value = headers.get("Authorization", "")
-    return value[7:].strip() if value.lower().startswith("bearer ") else None
+def _client_token(request: Request) -> str | None:
+    """The token of ``Authorization: Bearer`` (one such header) or else of ``?token=`` (for browsers)."""
+    bearer = [
+        v[7:].strip(" \t")
+        for v in request.headers.get_all("Authorization")
+        if v.lower().startswith("bearer ")
+    ]
+    if len(bearer) == 1:
+        return bearer[0]
+    return parse_qs(urlsplit(request.path).query).get("token", [None])[0]
 
 
 def _response(

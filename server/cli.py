@@ -10,8 +10,12 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:
+    from server.config import ServerConfig
 
 
 def _listen(args: argparse.Namespace) -> int:
@@ -55,14 +59,22 @@ def _listen(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import uvloop
 
-    from server.config import ConfigFileError, load_server_config
-
     try:
-        config = load_server_config(args.config)
-    except ConfigFileError as exc:
+        config = serve_config(args)
+    except ValueError as exc:
         print(f"onstage serve: {exc}", file=sys.stderr)
         return 2
-    changes = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    return uvloop.run(_serve_until_stopped(config, args.config))
+
+
+def serve_config(args: argparse.Namespace) -> ServerConfig:
+    """What ``onstage serve`` runs with: the config file's ``[server]`` table, the flags on top.
+
+    ValueError (``ConfigFileError`` for the file) says what does not fit."""
+    from server.config import load_server_config
+
+    config = load_server_config(args.config)
+    changes: dict[str, Any] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     secret = args.token_secret or os.environ.get("ONSTAGE_TOKEN_SECRET")
     if secret:
         changes["token_secret"] = secret
@@ -70,11 +82,18 @@ def _serve(args: argparse.Namespace) -> int:
         changes["story_db"] = args.story_db
     if args.max_sessions is not None:
         changes["limits"] = msgspec.structs.replace(config.limits, max_sessions=args.max_sessions)
+    if args.sessions_per_token is not None and args.sessions_per_token < 1:
+        raise ValueError("--sessions-per-token must be at least 1")
+    changes["access"] = msgspec.structs.replace(
+        config.access,
+        allowed_hosts=(*config.access.allowed_hosts, *args.allowed_host),
+        allowed_origins=(*config.access.allowed_origins, *args.allowed_origin),
+        sessions_per_token=args.sessions_per_token or config.access.sessions_per_token,
+    )
     config = msgspec.structs.replace(config, **changes)
     if config.token_secret is None and not _is_loopback(config.host):
-        print("onstage serve: without a token secret the server binds loopback only", file=sys.stderr)
-        return 2
-    return uvloop.run(_serve_until_stopped(config, args.config))
+        raise ValueError("without a token secret the server binds loopback only")
+    return config
 
 
 def _is_loopback(host: str) -> bool:
@@ -99,7 +118,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         defaults=SessionDefaults(character=config.character, plan=config.plan),
         story_db=config.story_db,
     )
-    server = OnstageServer(factory, config.limits, config.token_secret)
+    server = OnstageServer(factory, config.limits, config.token_secret, config.access)
     await server.start(config.host, config.port)
     print(
         f"onstage: serving on http://{config.host}:{server.port}/ - open that page in a browser",
@@ -122,7 +141,11 @@ def _token(args: argparse.Namespace) -> int:
     if not secret:
         print("onstage token: give --secret or set ONSTAGE_TOKEN_SECRET", file=sys.stderr)
         return 2
-    print(make_token(secret, args.ttl))
+    try:
+        print(make_token(secret, args.ttl))
+    except ValueError as exc:
+        print(f"onstage token: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -165,6 +188,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--token-secret", help="require tokens signed with this secret (or ONSTAGE_TOKEN_SECRET)"
     )
     serve.add_argument("--max-sessions", type=int, help="sessions served at once (default 4)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also answer requests whose Host header is HOST, e.g. stage.example.org or 10.0.0.5:8765"
+        " (repeatable; loopback names and the bound host with the port always are)",
+    )
+    serve.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also let pages of ORIGIN, e.g. https://app.example.org, use the server (repeatable;"
+        " the server's own page always may)",
+    )
+    serve.add_argument(
+        "--sessions-per-token", type=int, help="live sessions one client token may hold at once (default 1)"
+    )
     serve.add_argument("--story-db", help="an SQLite file for story checkpoints (kept across restarts)")
     serve.set_defaults(run=_serve)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 
+from server.access import Access
 from server.limits import Limits
 
 
@@ -22,6 +23,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     story_db: str = ":memory:"
     """Where story checkpoints live; a file lets a restarted server bring story sessions back."""
     limits: Limits = msgspec.field(default_factory=Limits)
+    access: Access = msgspec.field(default_factory=Access)
+    """Host names and page origins accepted beyond loopback's, and live sessions per token."""
 
 
 class ConfigFileError(ValueError):
