@@ -722,7 +722,7 @@ class Conductor:
                 continue
             reflex = self.minds.reflex
             declined = reflex.declined.get(event.id) if reflex is not None else None
-            reason, detail = declined or ("no_reaction", f"nothing in this session answers {event.type}")
+            reason, detail = declined or ("no_reaction", f"nothing in this session answers {type(event).__struct_config__.tag}")
             await self._unshown(event.id, reason, detail)
 
     async def _unshown(self, event_id: str, reason: str, detail: str) -> None:

@@ -21,9 +21,9 @@ async def outcome_of(client: SessionClient, event_id: str, timeout: float = 15.0
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    first = done.pop()
-    result = first.result()
-    return "reflected" if first is frame else str(result["reason"])
+    if frame in done:
+        return "reflected"
+    return str(told.result()["reason"])
 
 
 async def accepted(client: SessionClient, message: dict[str, object], ref: str) -> str:
