@@ -21,6 +21,15 @@ from typing import Literal
 
 import msgspec
 
+from agent.bounds import (
+    MAX_BEHAVIORS,
+    MAX_BLOCK_S,
+    MAX_DURATION_S,
+    MAX_OFFSET_S,
+    MAX_PLAN_S,
+    MAX_PRIORITY,
+    MAX_SPEECH_CHARS,
+)
 from agent.toml_writer import dumps as toml_dumps
 from streaming_model.manifest import FPS, FRAMES_PER_CHUNK, ActionSpec, Manifest
 
@@ -54,10 +63,6 @@ DEFAULT_ACTION_S: dict[str, float] = {
 DEFAULT_HOLD_S = 2.0
 STROKE_FRACTION = 0.4
 """Where an action's stroke (its most visible moment) falls when the plan does not say: 40 % in."""
-
-MAX_BEHAVIORS = 64
-MAX_SPEECH_CHARS = 2000
-"""Bounds on what one block may hold, so that no plan (an LLM's included) can flood the realizer."""
 
 SECONDS_PER_CHAR = 0.065
 """Speech duration estimate until the voice reports the real one (about 15 characters per second)."""
@@ -407,7 +412,8 @@ def block_length_s(timings: Mapping[str, Timing]) -> float:
 # -------------------------------------------------------------------------------------- validation
 
 
-def _finite(value: float, path: str, lo: float | None = None, hi: float | None = None) -> None:
+def check_number(value: float, path: str, lo: float | None = None, hi: float | None = None) -> None:
+    """Raise ``PlanError`` on ``path`` unless ``value`` is finite and within [``lo``, ``hi``]."""
     if not math.isfinite(value):
         raise PlanError(path, f"must be a finite number, got {value!r}")
     if lo is not None and value < lo:
@@ -430,20 +436,19 @@ def _check_params(spec: ActionSpec, params: Mapping[str, float | str], path: str
         elif isinstance(value, str) or isinstance(value, bool):
             raise PlanError(f"{path}.{name}", f"must be a number, got {value!r}")
         else:
-            _finite(float(value), f"{path}.{name}", p.minimum, p.maximum)
+            check_number(float(value), f"{path}.{name}", p.minimum, p.maximum)
 
 
 def _check_ref(ref: SyncRef, path: str, block: Block, index: dict[str, int], self_id: str) -> None:
+    check_number(ref.offset_s, f"{path}.offset_s", -MAX_OFFSET_S, MAX_OFFSET_S)
     if not ref.to:
         if ref.word is not None:
             raise PlanError(f"{path}.word", "a word needs `to` naming a speech behavior")
-        _finite(ref.offset_s, f"{path}.offset_s")
         return
     if ref.to not in index:
         raise PlanError(f"{path}.to", f"no behavior with id {ref.to!r} in this block; ids: {sorted(index)}")
     if ref.to == self_id:
         raise PlanError(f"{path}.to", "a behavior cannot refer to itself")
-    _finite(ref.offset_s, f"{path}.offset_s")
     other = block.behaviors[index[ref.to]]
     if ref.word is not None:
         if not isinstance(other, Speech):
@@ -475,9 +480,13 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
         )
     block = with_ids(block)
     if block.expires_s is not None:
-        _finite(block.expires_s, "expires_s", 0.0)
+        check_number(block.expires_s, "expires_s", 0.0, MAX_PLAN_S)
     if block.epoch < 0:
         raise PlanError("epoch", f"must be at least 0, got {block.epoch}")
+    if abs(block.priority) > MAX_PRIORITY:
+        raise PlanError("priority", f"must be from {-MAX_PRIORITY} to {MAX_PRIORITY}, got {block.priority}")
+    if len(set(block.locks)) != len(block.locks):
+        raise PlanError("locks", f"name each channel once, got {block.locks}")
     actions = {a.name: a for a in manifest.actions}
     index: dict[str, int] = {}
     for i, b in enumerate(block.behaviors):
@@ -493,9 +502,10 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
                 raise PlanError(f"{path}.name", f"unknown action {b.name!r}; known: {sorted(actions)}")
             _check_params(spec, b.params, f"{path}.params")
             if b.duration_s is not None:
-                _finite(b.duration_s, f"{path}.duration_s", CHUNK_S / 2, 600.0)
+                check_number(b.duration_s, f"{path}.duration_s", CHUNK_S / 2, MAX_DURATION_S)
             if b.stroke_s is not None:
-                _finite(b.stroke_s, f"{path}.stroke_s", 0.0, b.duration_s)
+                length = _intrinsic_s(b, None, 0.0)
+                check_number(b.stroke_s, f"{path}.stroke_s", 0.0, length)
         elif isinstance(b, Speech):
             if not b.text.strip():
                 raise PlanError(f"{path}.text", "speech needs some text")
@@ -511,17 +521,17 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
                     f"{path}.emotion", f"unknown emotion {b.emotion!r}; known: {list(manifest.emotions)}"
                 )
         elif isinstance(b, Gaze):
-            _finite(b.x, f"{path}.x", -1.0, 1.0)
-            _finite(b.y, f"{path}.y", -1.0, 1.0)
+            check_number(b.x, f"{path}.x", -1.0, 1.0)
+            check_number(b.y, f"{path}.y", -1.0, 1.0)
         elif isinstance(b, Move):
-            _finite(b.x, f"{path}.x", -1.0, 1.0)
+            check_number(b.x, f"{path}.x", -1.0, 1.0)
         elif isinstance(b, SceneEvent):
             if b.name not in manifest.scene_events:
                 raise PlanError(
                     f"{path}.name", f"unknown scene event {b.name!r}; known: {list(manifest.scene_events)}"
                 )
         if isinstance(b, Emotion | Gaze | Wait) and b.duration_s is not None:
-            _finite(b.duration_s, f"{path}.duration_s", CHUNK_S / 2, 600.0)
+            check_number(b.duration_s, f"{path}.duration_s", CHUNK_S / 2, MAX_DURATION_S)
         for name, ref in _refs(b):
             _check_ref(ref, f"{path}.{name}", block, index, b.id)
         if isinstance(b, Action) and b.stroke is not None and b.start is not None:
@@ -529,10 +539,12 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
                 f"{path}.stroke", "give either `start` or `stroke`, not both: one places the other"
             )
     try:
-        resolve(block)
+        length = block_length_s(resolve(block))
     except PlanError as exc:
         i = index.get(exc.field.removeprefix("behaviors[").removesuffix("]"), 0)
         raise PlanError(f"behaviors[{i}]", exc.message) from None
+    if length > MAX_BLOCK_S:
+        raise PlanError("behaviors", f"the block would last {length:.0f} s; at most {MAX_BLOCK_S:.0f} s")
     return block
 
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from agent.bounds import MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS
 from agent.idle import IdleVariety
 from agent.plans import (
     CHUNK_S,
@@ -141,7 +142,7 @@ class _Voice:
         return self.start is not None and not self.finished
 
 
-@dataclass
+@dataclass(eq=False)  # identity: an entry is found in lists by what it is, not field by field
 class _Entry:
     """A submitted block: waiting (``start`` None) or running."""
 
@@ -268,8 +269,23 @@ class Realizer:
     # ------------------------------------------------------------------------------- submission
 
     def submit(self, block: Block) -> Submission:
-        """Validate ``block`` and queue it per its composition; raises ``PlanError`` if it is invalid."""
+        """Validate ``block`` and queue it per its composition; raises ``PlanError`` if it is invalid.
+
+        A block that would take its source past ``MAX_LIVE_BLOCKS`` blocks or ``MAX_LIVE_BEHAVIORS``
+        behaviors waiting or running is refused (unless it replaces them), before any validation work: what
+        one chunk decides stays bounded.
+        """
         self._check_closed()
+        if block.composition != "replace":
+            mine = [e.block for e in self._entries if e.block.source == block.source]
+            behaviors = sum(len(b.behaviors) for b in mine) + len(block.behaviors)
+            if len(mine) >= MAX_LIVE_BLOCKS or behaviors > MAX_LIVE_BEHAVIORS:
+                return Submission(
+                    block.id,
+                    False,
+                    f"{block.source} has too much waiting or running (at most {MAX_LIVE_BLOCKS} blocks "
+                    f"and {MAX_LIVE_BEHAVIORS} behaviors); try again when some have ended",
+                )
         block = validate_block(block, self.manifest)
         if block.cause:
             self._causes[block.cause] = None
@@ -538,11 +554,17 @@ class Realizer:
         pinned = {bid: (chunk - entry.start) * CHUNK_S for bid, chunk in entry.fixed.items()}
         entry.timings, entry.shift = resolve_pinned(entry.block, facts, entry.position, pinned, entry.shift)
 
-    def _span(self, entry: _Entry, b: Behavior) -> tuple[int, int]:
-        """Chunks [start, end) of behavior ``b``: started behaviors keep their start chunk."""
+    def _start_chunk(self, entry: _Entry, b: Behavior) -> int:
+        """The chunk behavior ``b`` starts in: started behaviors keep their start chunk."""
+        assert entry.start is not None
+        return entry.fixed.get(b.id, entry.start + round(entry.timings[b.id].start / CHUNK_S))
+
+    def _span(self, entry: _Entry, b: Behavior, block_end: int | None = None) -> tuple[int, int]:
+        """Chunks [start, end) of behavior ``b``; ``block_end`` is ``_end_chunk(entry)`` when the caller has
+        it (a behavior that lasts until the block ends needs it, and it costs a pass over the block)."""
         assert entry.start is not None
         t = entry.timings[b.id]
-        start = entry.fixed.get(b.id, entry.start + round(t.start / CHUNK_S))
+        start = self._start_chunk(entry, b)
         if isinstance(b, Speech):
             voice = entry.voices[b.id]
             length = voice.stopped_s if voice.stopped_s is not None else voice.duration_s
@@ -550,7 +572,7 @@ class Realizer:
                 length = estimate_speech_s(b.text)
             return start, start + max(1, math.ceil(length / CHUNK_S - 1e-9))
         if t.end is None:
-            return start, self._end_chunk(entry)
+            return start, self._end_chunk(entry) if block_end is None else block_end
         return start, max(start + 1, entry.start + round(t.end / CHUNK_S))
 
     def _end_chunk(self, entry: _Entry) -> int:
@@ -570,10 +592,12 @@ class Realizer:
         for entry in self._entries:
             if entry.start is None:
                 continue
+            rank = entry.rank
             for channel in entry.block.locks:
-                claims.setdefault(channel, []).append(((*entry.rank, -1), entry, None))
+                claims.setdefault(channel, []).append(((*rank, -1), entry, None))
+            block_end = self._end_chunk(entry)  # once per block, not once per behavior
             for b in entry.block.behaviors:
-                start, end = self._span(entry, b)
+                start, end = self._span(entry, b, block_end)
                 voice = entry.voices.get(b.id)
                 if voice is not None and voice.start is None:
                     # Speech not yet started keeps claiming until the voice is free, then starts late.
@@ -584,7 +608,7 @@ class Realizer:
                 elif not start <= k < end:
                     continue
                 for channel in behavior_channels(b):
-                    claims.setdefault(channel, []).append(((*entry.rank, start), entry, b))
+                    claims.setdefault(channel, []).append(((*rank, start), entry, b))
         winners: dict[str, tuple[_Entry, Behavior | None]] = {}
         for channel, options in claims.items():
             _, entry, b = max(options, key=lambda o: o[0])
@@ -615,7 +639,7 @@ class Realizer:
                     self._publish_speech(entry, voice, "started")
         for entry, b in winners.values():
             if b is not None and b.id not in entry.fixed:
-                entry.fixed[b.id] = self._span(entry, b)[0]
+                entry.fixed[b.id] = self._start_chunk(entry, b)
         owners = {channel: entry.block.id for channel, (entry, _) in winners.items()}
         return owners, winners
 
@@ -685,7 +709,7 @@ class Realizer:
         scene: tuple[str, ...] = ()
         scene_claim = winners.get("scene")
         if scene_claim is not None and isinstance(scene_claim[1], SceneEvent):
-            if self._span(scene_claim[0], scene_claim[1])[0] == k:
+            if self._start_chunk(scene_claim[0], scene_claim[1]) == k:
                 scene = (scene_claim[1].name,)
         condition = ChunkCondition(
             action=action,
@@ -719,7 +743,7 @@ class Realizer:
                 continue
             for b in entry.block.behaviors:
                 if isinstance(b, Action | Move) and b.id not in entry.strokes:
-                    start = self._span(entry, b)[0]
+                    start = self._start_chunk(entry, b)
                     stroke = start + round((entry.timings[b.id].stroke - entry.timings[b.id].start) / CHUNK_S)
                     if k >= stroke:
                         entry.strokes.add(b.id)

@@ -23,13 +23,23 @@ The script's ``[idle]`` table sets the idle variety that keeps the character ali
 from __future__ import annotations
 
 import asyncio
-import copy
 import tomllib
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from agent.bounds import (
+    MAX_FIRED_KEPT,
+    MAX_IDLE_ACTIONS,
+    MAX_IDLE_S,
+    MAX_PLACES,
+    MAX_PLAN_S,
+    MAX_SCRIPT_BEHAVIORS,
+    MIN_LOOP_S,
+    NAME_PATTERN,
+)
 from agent.idle import IdleConfig, IdleVariety
 from agent.plans import (
     CHUNK_S,
@@ -38,6 +48,7 @@ from agent.plans import (
     Channel,
     Composition,
     PlanError,
+    check_number,
     shape_error,
     validate_block,
 )
@@ -218,21 +229,30 @@ def _with_places(data: Any) -> Any:
         except msgspec.ValidationError as exc:
             error = shape_error(exc)
             raise ScriptError(f"places.{name}.{error.field}".removesuffix(".$"), error.message) from None
-    data = copy.deepcopy(data)
+    # Copies only the lists and tables on the way to a behavior it rewrites: the caller's data stays as it
+    # was, and no recursion follows whatever nesting the rest of the data has.
+    data = dict(data)
     for section in ("timeline", "trigger"):
         cues = data.get(section)
-        for i, cue in enumerate(cues if isinstance(cues, list) else []):
+        if not isinstance(cues, list):
+            continue
+        cues = data[section] = [dict(cue) if isinstance(cue, dict) else cue for cue in cues]
+        for i, cue in enumerate(cues):
             behaviors = cue.get("behaviors") if isinstance(cue, dict) else None
             if not isinstance(behaviors, list):
                 continue
+            behaviors = cue["behaviors"] = list(behaviors)
             for j, b in enumerate(behaviors):
                 if not isinstance(b, dict) or "place" not in b:
                     continue
-                place = places.get(str(b["place"]))
+                name = b["place"]
+                place = places.get(name) if isinstance(name, str) else None
                 if place is None:
                     raise ScriptError(
                         f"{section}[{i}].behaviors[{j}].place",
-                        f"unknown place {b['place']!r}; known: {sorted(places)}",
+                        f"unknown place {name!r}; known: {sorted(places)}"
+                        if isinstance(name, str)
+                        else "a place is named by a string",
                     )
                 b = {k: v for k, v in b.items() if k != "place"}
                 if b.get("kind") == "move":
@@ -244,51 +264,108 @@ def _with_places(data: Any) -> Any:
 
 
 def script_from_builtins(data: Any, manifest: Manifest) -> Script:
-    """Build and validate a script from parsed TOML or JSON (what ``plan.run`` may carry inline)."""
+    """Build and validate a script from parsed TOML or JSON (what ``plan.run`` may carry inline).
+
+    Every number is checked against ``agent.bounds``; anything wrong is a ``ScriptError`` naming the field.
+    """
     try:
         script = msgspec.convert(_with_places(data), Script)
+        _check_bounds(script, manifest)
+        for section, cues in (("timeline", script.timeline), ("trigger", script.trigger)):
+            for i, cue in enumerate(cues):
+                try:
+                    validate_block(cue.block(cue.label, 0, None), manifest)
+                except PlanError as exc:
+                    raise ScriptError(f"{section}[{i}].{exc.field}", exc.message) from None
     except msgspec.ValidationError as exc:
         error = shape_error(exc)
         raise ScriptError(error.field, error.message) from None
-    for section, cues in (("timeline", script.timeline), ("trigger", script.trigger)):
-        for i, cue in enumerate(cues):
-            try:
-                validate_block(cue.block(cue.label, 0, None), manifest)
-            except PlanError as exc:
-                raise ScriptError(f"{section}[{i}].{exc.field}", exc.message) from None
-            if isinstance(cue, SilenceTrigger) and cue.after_s <= 0:
-                raise ScriptError(f"{section}[{i}].after_s", f"must be positive, got {cue.after_s}")
-    known = {a.name for a in manifest.actions}
-    for i, action in enumerate(script.idle.actions):
-        if action not in known:
-            raise ScriptError(f"idle.actions[{i}]", f"unknown action {action!r}; known: {sorted(known)}")
-    if script.loop_s is not None and script.loop_s <= 0:
-        raise ScriptError("loop_s", f"must be positive, got {script.loop_s}")
+    except ScriptError:
+        raise
+    except PlanError as exc:
+        raise ScriptError(exc.field, exc.message) from None
     return script
 
 
+def _check_bounds(script: Script, manifest: Manifest) -> None:
+    """The script-level bounds (its blocks are checked by ``validate_block``); raises ``PlanError``."""
+    behaviors = sum(len(cue.behaviors) for cue in (*script.timeline, *script.trigger))
+    if behaviors > MAX_SCRIPT_BEHAVIORS:
+        raise PlanError(
+            "timeline",
+            f"at most {MAX_SCRIPT_BEHAVIORS} behaviors in a plan's timeline and triggers, got {behaviors}",
+        )
+    if script.duration_s is not None:
+        check_number(script.duration_s, "duration_s", 0.0, MAX_PLAN_S)
+    if script.loop_s is not None:
+        check_number(script.loop_s, "loop_s", MIN_LOOP_S, MAX_PLAN_S)
+    for i, entry in enumerate(script.timeline):
+        # In a loop, every entry starts inside it: one loop's entries then never outrun the next loop's.
+        check_number(entry.at_s, f"timeline[{i}].at_s", 0.0, MAX_PLAN_S)
+        if script.loop_s is not None and entry.at_s >= script.loop_s:
+            raise PlanError(
+                f"timeline[{i}].at_s", f"must be less than loop_s ({script.loop_s}), got {entry.at_s}"
+            )
+    for i, trigger in enumerate(script.trigger):
+        where = f"trigger[{i}]"
+        check_number(trigger.cooldown_s, f"{where}.cooldown_s", 0.0, MAX_PLAN_S)
+        if isinstance(trigger, SilenceTrigger):
+            check_number(trigger.after_s, f"{where}.after_s", 0.0, MAX_PLAN_S)
+            if trigger.after_s <= 0:
+                raise PlanError(f"{where}.after_s", f"must be positive, got {trigger.after_s}")
+        elif isinstance(trigger, GestureTrigger):
+            check_number(trigger.min_confidence, f"{where}.min_confidence", 0.0, 1.0)
+        elif isinstance(trigger, SoundTrigger):
+            check_number(trigger.min_score, f"{where}.min_score", 0.0, 1.0)
+    if len(script.places) > MAX_PLACES:
+        raise PlanError("places", f"at most {MAX_PLACES} places, got {len(script.places)}")
+    for name, place in script.places.items():
+        check_number(place.x, f"places.{name}.x", -1.0, 1.0)
+        for j, value in enumerate(place.gaze):
+            check_number(value, f"places.{name}.gaze[{j}]", -1.0, 1.0)
+    idle = script.idle
+    for field in ("every_s", "hold_s", "gaze_every_s"):
+        lo, hi = getattr(idle, field)
+        check_number(lo, f"idle.{field}[0]", 0.0, MAX_IDLE_S)
+        check_number(hi, f"idle.{field}[1]", lo, MAX_IDLE_S)
+    check_number(idle.gaze_range, "idle.gaze_range", 0.0, 1.0)
+    if len(idle.actions) > MAX_IDLE_ACTIONS:
+        raise PlanError("idle.actions", f"at most {MAX_IDLE_ACTIONS} actions, got {len(idle.actions)}")
+    known = {a.name for a in manifest.actions}
+    for i, action in enumerate(idle.actions):
+        if action not in known:
+            raise PlanError(f"idle.actions[{i}]", f"unknown action {action!r}; known: {sorted(known)}")
+
+
 def load_script(name: str, manifest: Manifest, plans_dir: Path = PLANS_DIR) -> Script:
-    """Load the script ``plans_dir/NAME.toml``. Safe for names sent by clients: only letters, digits, - and
-    _ are accepted, so a name cannot point outside ``plans_dir``."""
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise ScriptError("plan", f"a plan name is letters, digits, - and _, got {name!r}")
+    """Load the script ``plans_dir/NAME.toml``. Safe for names sent by clients: the name is checked against
+    ``NAME_PATTERN`` (letters, digits, - and _, at most 64) before it touches the file system, so it cannot
+    point outside ``plans_dir``, and no error names the server's paths."""
+    if not NAME_PATTERN.fullmatch(name):
+        shown = name if len(name) <= 80 else f"{name[:80]}..."
+        raise ScriptError("plan", f"a plan name is 1 to 64 letters, digits, - and _, got {shown!r}")
     path = plans_dir / f"{name}.toml"
     if not path.is_file():
         known = sorted(p.stem for p in plans_dir.glob("*.toml"))
         raise ScriptError("plan", f"no plan named {name!r}; known plans: {known}")
-    return load_script_file(path, manifest)
+    return _load(path, f"plan {name!r}", manifest)
 
 
 def load_script_file(path: Path, manifest: Manifest) -> Script:
     """Load a script from a TOML file (a trusted path: the command line or a config file)."""
+    return _load(path, str(path), manifest)
+
+
+def _load(path: Path, shown: str, manifest: Manifest) -> Script:
+    """Read and validate ``path``; errors call the file ``shown`` (a client is never shown a path)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ScriptError("plan", f"cannot read {path}: {exc.strerror}") from None
+        raise ScriptError("plan", f"cannot read {shown}: {exc.strerror}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ScriptError("plan", f"{path} is not valid TOML: {exc}") from None
+        raise ScriptError("plan", f"{shown} is not valid TOML: {exc}") from None
     return script_from_builtins(data, manifest)
 
 
@@ -315,7 +392,8 @@ class ScriptRunner:
     def __init__(self, script: Script, realizer: Realizer) -> None:
         self.script = script
         self.realizer = realizer
-        self.fired: list[Fired] = []
+        self.fired: deque[Fired] = deque(maxlen=MAX_FIRED_KEPT)
+        """The newest firings, oldest first."""
         self._start: int | None = None
         self._next_entry = 0
         self._loop = 0
@@ -378,12 +456,15 @@ class ScriptRunner:
             self._last_activity = k
         elapsed = (k - self._start) * CHUNK_S
         loop_s = self.script.loop_s
-        while True:
-            if self._next_entry >= len(self.script.timeline):
-                if loop_s is None or not self.script.timeline:
+        timeline = self.script.timeline
+        # At most one pass over the timeline per chunk, whatever its times say: a chunk's work stays bounded
+        # (with validated times, one pass is all that can fall due in one chunk anyway).
+        for _ in range(len(timeline)):
+            if self._next_entry >= len(timeline):
+                if loop_s is None:
                     break
                 self._next_entry, self._loop = 0, self._loop + 1
-            entry = self.script.timeline[self._next_entry]
+            entry = timeline[self._next_entry]
             at = entry.at_s + (self._loop * loop_s if loop_s is not None else 0.0)
             if at > elapsed + 1e-9:
                 break

@@ -383,9 +383,11 @@ class Conductor:
     async def _run_plan(self, plan: str | dict, ref: str | None) -> None:
         manifest = self.minds.realizer.manifest
         try:
-            script = (
-                load_script(plan, manifest) if isinstance(plan, str) else script_from_builtins(plan, manifest)
-            )
+            # In a thread: validating a large plan is work the other sessions' chunks must not wait for.
+            if isinstance(plan, str):
+                script = await asyncio.to_thread(load_script, plan, manifest)
+            else:
+                script = await asyncio.to_thread(script_from_builtins, plan, manifest)
         except (ScriptError, ValueError, OSError) as exc:
             raise p.ProtocolError(p.ErrorCode.BAD_FIELD, f"plan: {exc}", ref) from None
         await self.minds.run_script(script)

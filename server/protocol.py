@@ -12,6 +12,9 @@ import struct
 from typing import Any, Literal, Union
 
 import msgspec
+import numpy as np
+
+from agent.bounds import MAX_JSON_DEPTH
 
 PROTOCOL_VERSION = 1
 AUDIO_IN_RATE = 16_000
@@ -133,9 +136,36 @@ _DECODERS = {tag: msgspec.json.Decoder(cls) for tag, cls in _BY_TYPE.items()}
 _ANY = msgspec.json.Decoder(Any)
 
 
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in the JSON text ``raw`` (brackets inside strings do not count).
+
+    A few linear passes in C and numpy, cheap beside decoding, so that nesting can be refused before it
+    reaches a decoder's (or any recursive reader's) limits. Malformed JSON gets some number; the decoder
+    refuses it anyway."""
+    # Without escaped backslashes, then escaped quotes, every quote left opens or closes a string.
+    structure = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    codes = np.frombuffer(structure, dtype=np.uint8)
+    quote = codes == ord('"')
+    outside = np.cumsum(quote) % 2 == 0  # an odd number of quotes before a bracket: it is in a string
+    opening = (codes == ord("[")) | (codes == ord("{"))
+    closing = (codes == ord("]")) | (codes == ord("}"))
+    steps = (opening & outside).astype(np.int32) - (closing & outside)
+    return int(np.cumsum(steps).max(initial=0))
+
+
 def decode_client_text(data: str | bytes) -> ClientMessage:
-    """Decode one text frame; raises ``ProtocolError`` (bad_json, unknown_type, bad_field, too_large)."""
+    """Decode one text frame; raises ``ProtocolError`` (bad_json, unknown_type, bad_field, too_large).
+
+    Arrays and objects nested deeper than ``MAX_JSON_DEPTH`` are refused as ``bad_json`` before decoding.
+    """
     raw = data.encode() if isinstance(data, str) else data
+    if (depth := json_depth(raw)) > MAX_JSON_DEPTH:
+        raise ProtocolError(
+            ErrorCode.BAD_JSON, f"nested {depth} levels deep; at most {MAX_JSON_DEPTH} levels are accepted"
+        )
     try:
         obj = _ANY.decode(raw)
     except msgspec.DecodeError as exc:

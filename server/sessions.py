@@ -14,7 +14,7 @@ import msgspec
 from agent.director_config import ConfigError, DirectorConfig, choose_mind, load_config
 from agent.minds import Minds
 from agent.reflex import ReflexConfig
-from agent.script import ScriptError, load_script, script_from_builtins
+from agent.script import Script, ScriptError, load_script, script_from_builtins
 from agent.story.format import StoryError, StorySpec, load_story
 from agent.story.player import StoryPlayer
 from agent.story.store import CheckpointStore
@@ -104,7 +104,8 @@ class SessionFactory:
         self, session_id: str, start: p.SessionStart, resume_token: str
     ) -> tuple[Conductor, p.SessionStarted]:
         """A conductor for ``start`` (not started yet); ``ValueError`` names a bad field."""
-        conductor, story, tools = self._build(session_id, start)
+        story, script = await asyncio.to_thread(self._load, start)
+        conductor, tools = self._build(session_id, start, script)
         if story is not None:
             store = await self._story_store()
             minds = conductor.minds
@@ -131,7 +132,8 @@ class SessionFactory:
         start = await asyncio.to_thread(self._records().load, session_id, resume_token)
         if start is None:
             return None
-        conductor, _, tools = self._build(session_id, start)
+        _, script = await asyncio.to_thread(self._load, start)
+        conductor, tools = self._build(session_id, start, script)
         minds = conductor.minds
         player, restored = await StoryPlayer.resume(
             await self._story_store(),
@@ -156,10 +158,9 @@ class SessionFactory:
             self._session_records = SessionRecords(self.story_db)
         return self._session_records
 
-    def _build(self, session_id: str, start: p.SessionStart) -> tuple[Conductor, StorySpec | None, ToolBox]:
-        character = start.character or self.defaults.character
-        if character not in CHARACTERS:
-            raise ValueError(f"character: unknown {character!r}; known: {', '.join(CHARACTERS)}")
+    def _load(self, start: p.SessionStart) -> tuple[StorySpec | None, Script | None]:
+        """The story and the plan ``start`` names, read and validated (file reads and plan checks: call it
+        in a thread, off the event loop every session shares); ``ValueError`` names a bad field."""
         try:
             # A story's beats are its script: each beat runs its own plan.
             story = load_story(start.story) if start.story is not None else None
@@ -173,8 +174,22 @@ class SessionFactory:
                 if isinstance(plan, str)
                 else script_from_builtins(plan, self.manifest)
             )
+        except (ScriptError, StoryError) as exc:
+            raise ValueError(str(exc)) from None
+        except OSError:
+            # The client named something that exists; what the system said about it is the server's own.
+            raise ValueError("the plan or story named could not be read") from None
+        return story, script
+
+    def _build(
+        self, session_id: str, start: p.SessionStart, script: Script | None
+    ) -> tuple[Conductor, ToolBox]:
+        character = start.character or self.defaults.character
+        if character not in CHARACTERS:
+            raise ValueError(f"character: unknown {character!r}; known: {', '.join(CHARACTERS)}")
+        try:
             mind = choose_mind(start.director, self.director)
-        except (ScriptError, StoryError, ConfigError, OSError) as exc:
+        except ConfigError as exc:
             raise ValueError(str(exc)) from None
         seed = start.seed if start.seed is not None else int.from_bytes(session_id.encode()[:4], "big")
         stamper = Stamper(session_id)
@@ -205,4 +220,4 @@ class SessionFactory:
             stamper=stamper,
             config=self.conductor,
         )
-        return conductor, story, tools
+        return conductor, tools
