@@ -3,6 +3,8 @@
 A seeded schedule of small things, a function of the chunk index only (the same seed gives the same idle
 life, which keeps sessions replayable): the eyes shift every second or few, and every few seconds a
 micro-action (a nod, a glance aside with the head) plays for about a second.
+
+``IdleVariety.state`` / ``IdleVariety.from_state`` give the schedule as plain data (a story checkpoint).
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ class IdleMoment(msgspec.Struct, frozen=True):
     gaze: tuple[float, float]
 
 
+class IdleState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An ``IdleVariety`` as plain data: its config, its random generator's state and the schedule so far."""
+
+    config: IdleConfig
+    rng: tuple[int, tuple[int, ...], float | None]
+    actions: list[tuple[int, int, str, tuple[float, float]]]
+    gazes: list[tuple[int, tuple[float, float]]]
+    action_horizon: int
+    gaze_horizon: int
+
+
 class IdleVariety:
     """The idle schedule of one session, extended lazily as chunks are asked for."""
 
@@ -44,6 +57,31 @@ class IdleVariety:
         self._gazes: list[tuple[int, tuple[float, float]]] = [(0, (0.0, 0.0))]
         self._action_horizon = self._chunks(self.config.every_s)
         self._gaze_horizon = self._chunks(self.config.gaze_every_s)
+
+    def state(self) -> IdleState:
+        """The schedule as plain data; ``from_state`` continues it exactly."""
+        return IdleState(
+            config=self.config,
+            rng=self._rng.getstate(),
+            actions=list(self._actions),
+            gazes=list(self._gazes),
+            action_horizon=self._action_horizon,
+            gaze_horizon=self._gaze_horizon,
+        )
+
+    @classmethod
+    def from_state(cls, state: IdleState) -> IdleVariety:
+        """The schedule ``state`` describes; ``ValueError`` if its generator state is not one."""
+        idle = cls(state.config)
+        try:
+            idle._rng.setstate(state.rng)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("the idle schedule's random state is malformed") from None
+        if not state.gazes or state.gazes[0][0] > 0:
+            raise ValueError("the idle schedule has no gaze from its start")
+        idle._actions, idle._gazes = list(state.actions), list(state.gazes)
+        idle._action_horizon, idle._gaze_horizon = state.action_horizon, state.gaze_horizon
+        return idle
 
     def _chunks(self, span: tuple[float, float]) -> int:
         return max(1, round(self._rng.uniform(*span) / CHUNK_S))

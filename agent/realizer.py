@@ -37,7 +37,7 @@ from typing import Any, Literal
 import msgspec
 
 from agent.bounds import MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS
-from agent.idle import IdleVariety
+from agent.idle import IdleState, IdleVariety
 from agent.plans import (
     CHUNK_S,
     SOURCE_RANK,
@@ -185,6 +185,31 @@ _SNAPSHOT_FIELDS = (
 )
 
 
+class RealizerState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A realizer snapshot as plain data (what a story checkpoint stores; see ``RealizerSnapshot.to_state``).
+
+    entries: every block entry the snapshot holds, the realizer's own (waiting or running) first, then
+    those only a voice still refers to (a block that ended while its speech plays on); ``active`` counts
+    the first. voices: speech id -> (index into ``entries``, id of the speech behavior in that entry's
+    voices), so that a voice and its entry stay one object after a decode, as the realizer needs.
+    """
+
+    entries: list[_Entry]
+    active: int
+    voices: dict[str, tuple[int, str]]
+    epochs: dict[str, int]
+    stops: list[str]
+    last_k: int
+    position_before: float
+    reflected: set[str]
+    counter: int
+    position: float
+    locks: dict[str, str]
+    idle: IdleState
+    interrupts: list[str] = []
+    """Interrupt events the next chunk decided reflects."""
+
+
 @dataclass
 class Proposal:
     """A speculative re-decision (``Realizer.propose``): ``output`` holds only once committed."""
@@ -199,6 +224,78 @@ class RealizerSnapshot:
     """An opaque copy of a realizer's state (see ``Realizer.snapshot``)."""
 
     state: dict[str, object]
+
+    def to_state(self) -> RealizerState:
+        """The snapshot as plain data, for a format that cannot run code (``from_state`` reads it back)."""
+        st: dict[str, Any] = self.state
+        active: list[_Entry] = st["_entries"]
+        voiced: dict[str, tuple[_Entry, _Voice]] = st["_voices"]
+        entries = list(active)
+        index = {id(entry): i for i, entry in enumerate(entries)}
+        voices: dict[str, tuple[int, str]] = {}
+        for speech_id, (entry, voice) in voiced.items():
+            if id(entry) not in index:
+                index[id(entry)] = len(entries)
+                entries.append(entry)
+            key = next((k for k, v in entry.voices.items() if v is voice), None)
+            if key is None:
+                raise ValueError(f"realizer snapshot: voice {speech_id!r} is not one of its block's voices")
+            voices[speech_id] = (index[id(entry)], key)
+        return RealizerState(
+            entries=entries,
+            active=len(active),
+            voices=voices,
+            epochs=st["_epochs"],
+            stops=st["_stops"],
+            last_k=st["_last_k"],
+            position_before=st["_position_before"],
+            reflected=st["_reflected"],
+            counter=st["_counter"],
+            position=st["position"],
+            locks=st["locks"],
+            idle=st["idle"].state(),
+            interrupts=st["_interrupts"],
+        )
+
+    @classmethod
+    def from_state(cls, state: RealizerState) -> RealizerSnapshot:
+        """The snapshot ``to_state`` described; ``ValueError`` if its parts do not fit together."""
+        entries = state.entries
+        if not 0 <= state.active <= len(entries):
+            raise ValueError(f"realizer state: {state.active} active entries of {len(entries)}")
+        for entry in entries:
+            # Arbitration tells a voice's speech by identity with its block's behavior: make them one again.
+            speech = {b.id: b for b in entry.block.behaviors if isinstance(b, Speech)}
+            for key, voice in entry.voices.items():
+                if speech.get(key) != voice.behavior:
+                    raise ValueError(
+                        f"realizer state: voice {key!r} is not a speech of block {entry.block.id!r}"
+                    )
+                voice.behavior = speech[key]
+        voices: dict[str, tuple[_Entry, _Voice]] = {}
+        for speech_id, (i, key) in state.voices.items():
+            voice = entries[i].voices.get(key) if 0 <= i < len(entries) else None
+            if voice is None:
+                raise ValueError(f"realizer state: voice {speech_id!r} names no voice of its entry")
+            voices[speech_id] = (entries[i], voice)
+        if set(state.epochs) != set(SOURCE_RANK):
+            raise ValueError(f"realizer state: epochs of {sorted(state.epochs)}, not of every source")
+        return cls(
+            {
+                "_entries": entries[: state.active],
+                "_voices": voices,
+                "_epochs": dict(state.epochs),
+                "_stops": list(state.stops),
+                "_last_k": state.last_k,
+                "_position_before": state.position_before,
+                "_reflected": set(state.reflected),
+                "_counter": state.counter,
+                "position": state.position,
+                "locks": dict(state.locks),
+                "idle": IdleVariety.from_state(state.idle),
+                "_interrupts": list(state.interrupts),
+            }
+        )
 
 
 class Realizer:

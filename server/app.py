@@ -300,7 +300,10 @@ class OnstageServer:
         live = self.sessions.get(msg.resume.session_id)
         if live is None and len(self.sessions) < self.limits.max_sessions:
             # Not live here: a story session of an earlier server can come back from the story store.
-            revived = await self.factory.revive(msg.resume.session_id, msg.resume.resume_token)
+            try:
+                revived = await self.factory.revive(msg.resume.session_id, msg.resume.resume_token)
+            except ValueError as exc:
+                raise p.ProtocolError(p.ErrorCode.RESUME_FAILED, str(exc), msg.ref) from None
             if revived is not None:
                 started = self.factory.started_message(revived.session_id)
                 return await self._go_live(

@@ -30,6 +30,7 @@ from server.conductor import Conductor, ConductorConfig
 from server.revival import SessionRecords
 from server.speech import SpeechPlayer
 from server.voice import Voice
+from streaming_model.kv_cache import SnapshotError
 from streaming_model.manifest import build_manifest
 from streaming_model.runtime import Generator
 from streaming_model.world.palette import NUM_IDENTITIES
@@ -128,24 +129,29 @@ class SessionFactory:
 
     async def revive(self, session_id: str, resume_token: str) -> Conductor | None:
         """A story session of an earlier server, rebuilt from the story store at its last checkpoint
-        (story, Director memory, realizer and generator state); None if unknown or the token is wrong."""
+        (story, Director memory, realizer and generator state); None if unknown or the token is wrong.
+        ``ValueError`` says why a known session cannot come back (its checkpoint is unreadable, say)."""
         start = await asyncio.to_thread(self._records().load, session_id, resume_token)
         if start is None:
             return None
         _, script = await asyncio.to_thread(self._load, start)
         conductor, tools = self._build(session_id, start, script)
         minds = conductor.minds
-        player, restored = await StoryPlayer.resume(
-            await self._story_store(),
-            minds.realizer,
-            session=session_id,
-            director=minds.director,
-            bus=conductor.bus,
-        )
-        conductor.story = player
+        try:
+            player, restored = await StoryPlayer.resume(
+                await self._story_store(),
+                minds.realizer,
+                session=session_id,
+                director=minds.director,
+                bus=conductor.bus,
+            )
+            conductor.story = player
+            conductor.continue_from(restored.chunk + 1, restored.generator)
+        except (StoryError, SnapshotError) as exc:
+            await conductor.close()
+            raise ValueError(f"the saved story session cannot be continued: {exc}") from None
         if minds.director is not None:
             register_story_tools(tools, player)
-        conductor.continue_from(restored.chunk + 1, restored.generator)
         return conductor
 
     async def _story_store(self) -> CheckpointStore:

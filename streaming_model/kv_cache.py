@@ -13,6 +13,9 @@ call re-rotates and re-quantizes the whole window and concatenates it, as the pa
 
 Both modes run the same rotate/quantize functions on the same inputs, so until the first rebase they
 give bit-identical attention inputs.
+
+A ``CacheState`` exports as plain numpy arrays plus a small msgspec ``CacheMeta`` (``export`` /
+``CacheState.from_export``), which a caller can store in a format that cannot run code.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -35,6 +40,29 @@ TimeTables = Callable[[float, int], torch.Tensor]
 
 class RollbackError(ValueError):
     """Rolling back further than the journal (or the session) reaches."""
+
+
+class SnapshotError(ValueError):
+    """Exported snapshot arrays or metadata that do not make a snapshot this cache (or session) can take."""
+
+
+class CacheMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The scalars of a ``CacheState``; its tensors travel as arrays beside it (see ``CacheState.export``)."""
+
+    count: int
+    pos_next: int
+
+
+_ARRAY_DTYPES: dict[str, np.dtype] = {
+    "k_q": np.dtype(np.int8),
+    "k_s": np.dtype(np.float32),
+    "v_q": np.dtype(np.int8),
+    "v_s": np.dtype(np.float32),
+    "slot_pos": np.dtype(np.float64),
+    "raw_k": np.dtype(np.float32),  # naive mode only
+    "raw_v": np.dtype(np.float32),
+}
+_NAIVE_ONLY = frozenset({"raw_k", "raw_v"})
 
 
 def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,6 +107,54 @@ class CacheState:
             self.slot_pos.clone(),
             self.count,
             self.pos_next,
+        )
+
+    def export(self) -> tuple[CacheMeta, dict[str, np.ndarray]]:
+        """The state as plain data: its scalars, and a copy of each tensor as a numpy array."""
+        tensors = {name: getattr(self, name) for name in _ARRAY_DTYPES}
+        arrays = {name: t.detach().cpu().numpy().copy() for name, t in tensors.items() if t is not None}
+        return CacheMeta(count=self.count, pos_next=self.pos_next), arrays
+
+    @classmethod
+    def from_export(cls, meta: CacheMeta, arrays: dict[str, np.ndarray]) -> CacheState:
+        """The state ``export`` gave; ``SnapshotError`` if the arrays do not make a consistent cache."""
+        names = set(arrays)
+        required = set(_ARRAY_DTYPES) - _NAIVE_ONLY
+        if not required <= names or not names <= set(_ARRAY_DTYPES) or len(names & _NAIVE_ONLY) == 1:
+            raise SnapshotError(f"cache arrays {sorted(names)} are not those of a cache")
+        for name, array in arrays.items():
+            if array.dtype != _ARRAY_DTYPES[name]:
+                raise SnapshotError(f"cache array {name} is {array.dtype}, not {_ARRAY_DTYPES[name]}")
+        keys = arrays["k_q"].shape
+        scales = (*keys[:-1], 1)
+        slots = arrays["slot_pos"].shape
+        if (
+            len(keys) != 4
+            or arrays["v_q"].shape != keys
+            or arrays["k_s"].shape != scales
+            or arrays["v_s"].shape != scales
+            or any(arrays[name].shape != keys for name in names & _NAIVE_ONLY)
+            or len(slots) != 1
+            or slots[0] < 2
+            or keys[2] % slots[0]
+        ):
+            raise SnapshotError(
+                f"cache arrays of shapes {[arrays[n].shape for n in sorted(names)]} do not fit"
+            )
+        if meta.count < 0 or meta.pos_next < 1:
+            raise SnapshotError(f"cache counters {meta.count}, {meta.pos_next} are out of range")
+
+        t = {name: torch.from_numpy(array.copy()) for name, array in arrays.items()}
+        return cls(
+            k_q=t["k_q"],
+            k_s=t["k_s"],
+            v_q=t["v_q"],
+            v_s=t["v_s"],
+            raw_k=t.get("raw_k"),
+            raw_v=t.get("raw_v"),
+            slot_pos=t["slot_pos"],
+            count=meta.count,
+            pos_next=meta.pos_next,
         )
 
 
@@ -260,7 +336,19 @@ class KVCache:
         return self.state.clone()
 
     def restore(self, snap: CacheState) -> None:
-        """Return to a snapshot; the attention view is rebuilt from the int8 store."""
+        """Return to a snapshot; the attention view is rebuilt from the int8 store. ``SnapshotError`` if the
+        snapshot is of a cache of another shape or mode (another model's, say)."""
+        own = self.state
+        if (
+            snap.k_q.shape != own.k_q.shape
+            or snap.slot_pos.shape != own.slot_pos.shape
+            or (snap.raw_k is None) != (own.raw_k is None)
+        ):
+            raise SnapshotError(
+                f"the snapshot is of a cache of shape {tuple(snap.k_q.shape)} in "
+                f"{'naive' if snap.raw_k is not None else 'write_time'} mode; this one is "
+                f"{tuple(own.k_q.shape)} in {self.mode} mode"
+            )
         self.state = snap.clone()
         if self.mode == "write_time":
             for slot in range(0, 1 + self.filled()):

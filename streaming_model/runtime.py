@@ -6,6 +6,9 @@
     frames = s.commit(pending)                  # (4, 128, 128, 3) uint8; the cache takes the chunk
     s.rollback(2); snap = s.snapshot(); s.restore(snap)
 
+A snapshot exports as plain numpy arrays plus msgspec metadata (``snap.export()`` and
+``SessionSnapshot.from_export``), for storage in a format that cannot run code.
+
 A session is used from one worker thread (torch thread count fixed by the caller); `cancel` may be set
 from any thread and is checked before every denoise step and between transformer blocks, so work stops
 within one denoise step. Nothing committed changes until commit().
@@ -19,13 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
 
+import msgspec
 import numpy as np
 import torch
 
 from .codec import Codec, to_pixels, to_uint8
 from .condition import ChunkCondition, continuous_features, encode, next_phase
 from .dit import DiT
-from .kv_cache import CacheMode, CacheState, KVCache, RollbackError
+from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .precision import compute_dtype, computing
 from .sampler import COMMIT_STEP, CONTEXT_T, levels, renoise, seeded_noise
@@ -59,6 +63,54 @@ class SessionSnapshot:
     last_phase0: int
     seed: int
     voice_tail: tuple[float, ...] = ()  # the last voice values, which the next chunk's mouth still reads
+
+    def export(self) -> tuple[SnapshotMeta, dict[str, np.ndarray]]:
+        """The snapshot as plain data: its scalars, and copies of its tensors as numpy arrays (the cache's
+        prefixed ``cache.``)."""
+        cache_meta, cache_arrays = self.cache.export()
+        meta = SnapshotMeta(
+            cache=cache_meta,
+            index=self.index,
+            last_action=self.last_action,
+            last_phase0=self.last_phase0,
+            seed=self.seed,
+            voice_tail=self.voice_tail,
+        )
+        arrays = {f"cache.{name}": array for name, array in cache_arrays.items()}
+        arrays["base"] = self.base.detach().cpu().numpy().copy()
+        return meta, arrays
+
+    @classmethod
+    def from_export(cls, meta: SnapshotMeta, arrays: dict[str, np.ndarray]) -> SessionSnapshot:
+        """The snapshot ``export`` gave; ``SnapshotError`` if the arrays do not make one."""
+        base = arrays.get("base")
+        if base is None or base.dtype != np.float32 or base.ndim != 5:
+            raise SnapshotError("a session snapshot needs its base latent: float32, 5 axes")
+        cache = {name[len("cache.") :]: a for name, a in arrays.items() if name.startswith("cache.")}
+        if len(cache) + 1 != len(arrays):
+            raise SnapshotError(f"unexpected session snapshot arrays {sorted(arrays)}")
+        if meta.index < 0 or meta.last_phase0 < 0:
+            raise SnapshotError(f"chunk index {meta.index} or phase {meta.last_phase0} is out of range")
+        return cls(
+            CacheState.from_export(meta.cache, cache),
+            torch.from_numpy(base.copy()),
+            meta.index,
+            meta.last_action,
+            meta.last_phase0,
+            meta.seed,
+            meta.voice_tail,
+        )
+
+
+class SnapshotMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The scalars of a ``SessionSnapshot``; its tensors travel as arrays beside it."""
+
+    cache: CacheMeta
+    index: int
+    last_action: str | None
+    last_phase0: int
+    seed: int
+    voice_tail: tuple[float, ...]
 
 
 class Generator:
@@ -246,7 +298,13 @@ class Session:
         )
 
     def restore(self, snap: SessionSnapshot) -> None:
-        """Continue from a snapshot; the rollback journal is cleared (it described another history)."""
+        """Continue from a snapshot; the rollback journal is cleared (it described another history).
+        ``SnapshotError`` (nothing changed) if it is of a session of another model."""
+        if snap.base.shape != self._base.shape:
+            raise SnapshotError(
+                f"the snapshot's latent has shape {tuple(snap.base.shape)}; this model's is "
+                f"{tuple(self._base.shape)}"
+            )
         self.cache.restore(snap.cache)
         self.cache.journal.clear()
         self._meta.clear()

@@ -172,7 +172,7 @@ class StoryPlayer:
         and the current checkpoint restored. ``StoryError`` if the store has no such session."""
         record = await store.session(session)
         if record is None:
-            raise StoryError.one("session", f"no story session {session!r} in {store.path}")
+            raise StoryError.one("session", f"no story session {session!r} in the story store")
         graph = compile_story(record.story, manifest or realizer.manifest, plans_dir, record.branches)
         checkpoint = await store.checkpoint(session, record.current)
         if checkpoint is None:

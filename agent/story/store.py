@@ -3,17 +3,20 @@
 Two tables: ``story_sessions`` (one row per session: the story as written, the branches added, the
 history tree and the current checkpoint) and ``story_checkpoints`` (one row per checkpoint: the story
 state, the Director's memory, the realizer's snapshot, the generator's state and the chunk it was taken
-at). The story parts are msgspec JSON; the realizer snapshot and a generator state that is not ``bytes``
-are pickled, because they hold Python objects (plan entries, tensors) that have no other encoding. Only
-open files this process, or one you trust, wrote: unpickling runs code named in the file.
+at). The story parts are msgspec JSON; the realizer's and the generator's snapshots are versioned blobs
+(``agent.story.blobs``: msgpack and plain arrays, checksummed) that cannot run code. A row this code cannot
+read (corrupt, of a newer onstage, or an old pickle, which is never unpickled) is refused with a
+``StoryError`` naming the checkpoint and what is wrong.
 
-Every call runs on a worker thread (``asyncio.to_thread``): SQLite never blocks the event loop.
+A file database runs in WAL mode and writes each save (record and checkpoint) in one transaction: a
+process killed mid-write loses at most that save. Every call, encoding and decoding included, runs on a
+worker thread (``asyncio.to_thread``): neither SQLite nor a snapshot's blob ever blocks the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import pickle
+import logging
 import sqlite3
 import threading
 import time
@@ -25,11 +28,22 @@ import msgspec
 
 from agent.director import DirectorMemory
 from agent.realizer import RealizerSnapshot
-from agent.story.format import Beat, StorySpec
+from agent.story.blobs import (
+    PICKLE_REFUSED,
+    BlobError,
+    decode_generator,
+    decode_realizer,
+    encode_generator,
+    encode_realizer,
+)
+from agent.story.format import Beat, StoryError, StorySpec
 from agent.story.state import HistoryNode, StoryState
+from streaming_model.runtime import SessionSnapshot
 
-GeneratorState = bytes | object
-"""The generator's state at a checkpoint, opaque here: the streaming runtime's snapshot, or its bytes."""
+log = logging.getLogger(__name__)
+
+GeneratorState = SessionSnapshot | bytes
+"""The generator's state at a checkpoint: the streaming runtime's snapshot, or a backend's own bytes."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS story_sessions (
@@ -78,21 +92,28 @@ class Checkpoint:
     generator: GeneratorState | None
 
 
-_GeneratorKind = Literal["none", "bytes", "pickle"]
+_GeneratorKind = Literal["none", "bytes", "snapshot"]
+"""How a row's generator column is stored (rows of older versions say ``pickle``: refused)."""
 
 
 def _pack_generator(value: GeneratorState | None) -> tuple[bytes | None, _GeneratorKind]:
     if value is None:
         return None, "none"
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value), "bytes"
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
+    if isinstance(value, SessionSnapshot):
+        return encode_generator(value), "snapshot"
+    return bytes(value), "bytes"
 
 
 def _unpack_generator(data: bytes | None, kind: str) -> GeneratorState | None:
     if data is None or kind == "none":
         return None
-    return data if kind == "bytes" else pickle.loads(data)
+    if kind == "bytes":
+        return data
+    if kind == "snapshot":
+        return decode_generator(data)
+    if kind == "pickle":
+        raise BlobError(PICKLE_REFUSED)
+    raise BlobError(f"of an unknown kind {kind[:40]!r}")
 
 
 class CheckpointStore:
@@ -116,6 +137,9 @@ class CheckpointStore:
 
     async def save(self, record: SessionRecord, checkpoint: Checkpoint | None = None) -> None:
         """Write the session record and, when given, a checkpoint, in one transaction."""
+        await asyncio.to_thread(self._save, record, checkpoint)
+
+    def _save(self, record: SessionRecord, checkpoint: Checkpoint | None) -> None:
         row = None
         if checkpoint is not None:
             generator, kind = _pack_generator(checkpoint.generator)
@@ -124,25 +148,20 @@ class CheckpointStore:
                 checkpoint.id,
                 msgspec.json.encode(checkpoint.state),
                 checkpoint.chunk,
-                None
-                if checkpoint.realizer is None
-                else pickle.dumps(checkpoint.realizer, pickle.HIGHEST_PROTOCOL),
+                None if checkpoint.realizer is None else encode_realizer(checkpoint.realizer),
                 None if checkpoint.director is None else msgspec.json.encode(checkpoint.director),
                 generator,
                 kind,
                 time.time(),
             )
         encoded = msgspec.json.encode(record)
-        await asyncio.to_thread(self._save, record.session, encoded, row)
-
-    def _save(self, session: str, record: bytes, row: tuple[object, ...] | None) -> None:
         with self._lock:
             self._db.execute("BEGIN")
             try:
                 self._db.execute(
                     "INSERT INTO story_sessions (session, record, updated) VALUES (?, ?, ?) "
                     "ON CONFLICT(session) DO UPDATE SET record = excluded.record, updated = excluded.updated",
-                    (session, record, time.time()),
+                    (record.session, encoded, time.time()),
                 )
                 if row is not None:
                     self._db.execute(
@@ -156,16 +175,26 @@ class CheckpointStore:
                 raise
 
     async def session(self, session: str) -> SessionRecord | None:
-        """The record of ``session``, or None if it was never saved."""
-        found = await asyncio.to_thread(
-            self._one, "SELECT record FROM story_sessions WHERE session = ?", (session,)
-        )
-        return None if found is None else msgspec.json.decode(found[0], type=SessionRecord)
+        """The record of ``session``, or None if it was never saved; ``StoryError`` if it cannot be read."""
+        return await asyncio.to_thread(self._session, session)
+
+    def _session(self, session: str) -> SessionRecord | None:
+        found = self._one("SELECT record FROM story_sessions WHERE session = ?", (session,))
+        if found is None:
+            return None
+        try:
+            return msgspec.json.decode(found[0], type=SessionRecord)
+        except msgspec.DecodeError as exc:
+            log.warning("story session %r: unreadable record: %s", session, exc)
+            raise StoryError.one("session", f"the saved story session {session!r} is corrupt") from None
 
     async def checkpoint(self, session: str, checkpoint_id: str) -> Checkpoint | None:
-        """Checkpoint ``checkpoint_id`` of ``session``, or None if there is no such checkpoint."""
-        found = await asyncio.to_thread(
-            self._one,
+        """Checkpoint ``checkpoint_id`` of ``session``, or None if there is no such checkpoint; ``StoryError``
+        if it cannot be read (corrupt, of a newer version, an old pickle): nothing in it is ever run."""
+        return await asyncio.to_thread(self._checkpoint, session, checkpoint_id)
+
+    def _checkpoint(self, session: str, checkpoint_id: str) -> Checkpoint | None:
+        found = self._one(
             "SELECT state, chunk, realizer, director, generator, generator_kind FROM story_checkpoints "
             "WHERE session = ? AND id = ?",
             (session, checkpoint_id),
@@ -173,19 +202,34 @@ class CheckpointStore:
         if found is None:
             return None
         state, chunk, realizer, director, generator, kind = found
+        part = "story"
+        try:
+            story_state = msgspec.json.decode(state, type=StoryState)
+            part = "realizer"
+            realizer_snapshot = None if realizer is None else decode_realizer(realizer)
+            part = "Director"
+            memory = None if director is None else msgspec.json.decode(director, type=DirectorMemory)
+            part = "generator"
+            generator_state = _unpack_generator(generator, kind)
+        except (BlobError, msgspec.DecodeError) as exc:
+            reason = str(exc) if isinstance(exc, BlobError) else "corrupt"
+            log.warning("story %r checkpoint %r: unreadable %s state: %s", session, checkpoint_id, part, exc)
+            raise StoryError.one(
+                "checkpoint", f"checkpoint {checkpoint_id!r}: its {part} state is {reason}"
+            ) from None
         return Checkpoint(
             id=checkpoint_id,
-            state=msgspec.json.decode(state, type=StoryState),
+            state=story_state,
             chunk=chunk,
-            realizer=None if realizer is None else pickle.loads(realizer),
-            director=None if director is None else msgspec.json.decode(director, type=DirectorMemory),
-            generator=_unpack_generator(generator, kind),
+            realizer=realizer_snapshot,
+            director=memory,
+            generator=generator_state,
         )
 
     async def sessions(self) -> list[str]:
         """Every session saved, most recently updated first (what a restarted server can resume)."""
         rows = await asyncio.to_thread(self._all, "SELECT session FROM story_sessions ORDER BY updated DESC")
-        return [row[0] for row in rows]
+        return [str(row[0]) for row in rows]
 
     def _one(self, sql: str, args: tuple[object, ...]) -> tuple[Any, ...] | None:
         with self._lock:

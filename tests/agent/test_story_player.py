@@ -164,7 +164,7 @@ async def test_a_restarted_server_continues_from_the_sqlite_file(tmp_path: Path)
     path = tmp_path / "stories.db"
     store = CheckpointStore(path)
     realizer = Realizer(session="s1")
-    player, _ = await begin(store, realizer, capture=lambda: {"chunk": realizer.chunk})
+    player, _ = await begin(store, realizer, capture=lambda: f"chunk {realizer.chunk}".encode())
     tick(realizer, 3)
     await player.choose("wave")
     tick(realizer, 8)
@@ -178,7 +178,7 @@ async def test_a_restarted_server_continues_from_the_sqlite_file(tmp_path: Path)
     fresh = Realizer(session="s1")
     again, restored = await StoryPlayer.resume(reopened, fresh, session="s1")
     assert restored.view.node == "porch" and restored.view.checkpoint == "c2"
-    assert restored.generator == {"chunk": 2} and restored.chunk == 2
+    assert restored.generator == b"chunk 2" and restored.chunk == 2
     assert tree(restored.view) == tree(player.view())
     await again.rewind("c3")
     assert fresh.chunk == 10 and tick(fresh, 20) == after

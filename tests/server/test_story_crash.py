@@ -1,0 +1,119 @@
+"""Faults: a real ``onstage serve`` killed with SIGKILL while it streams a story, then started again on the
+same story database, brings the session back at its last checkpoint, and the picture continues exactly.
+
+The checkpoint is known to be written when its row in the database holds the generator's snapshot: the
+test reads the file (``tests/support/story_db.py``) until it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from server.client import SessionClient, VideoFrame
+from tests.support.story_db import snapshot_saved
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_S = 300.0
+"""Loading the models on a busy machine: generous, the test waits for the server's own line."""
+CHUNK_WAIT_S = 120.0
+
+
+@contextlib.asynccontextmanager
+async def serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``onstage serve`` on a free loopback port with ``db`` as its story database; yields (process, url)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "server.cli",
+        "serve",
+        "--port",
+        "0",
+        "--story-db",
+        str(db),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stderr is not None
+    lines: list[bytes] = []
+    port: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def drain(stream: asyncio.StreamReader) -> None:
+        # Read everything the server logs, so that a full pipe never blocks it.
+        async for line in stream:
+            lines.append(line)
+            found = re.search(rb"serving on http://127\.0\.0\.1:(\d+)/", line)
+            if found and not port.done():
+                port.set_result(int(found[1]))
+        if not port.done():
+            port.set_exception(RuntimeError(b"".join(lines[-20:]).decode(errors="replace")))
+
+    reader = asyncio.create_task(drain(process.stderr))
+    try:
+        yield process, f"ws://127.0.0.1:{await asyncio.wait_for(port, STARTUP_S)}/v1/session"
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(process.wait(), 60)
+        await reader
+
+
+async def chunk_frames(client: SessionClient, gen_chunk: int, after_media: int = -1) -> list[bytes]:
+    """The 4 JPEGs of generator chunk ``gen_chunk``, sent at a media chunk later than ``after_media``."""
+
+    def of_it(f: VideoFrame) -> bool:
+        return f.header["gen_chunk"] == gen_chunk and f.header["chunk"] > after_media
+
+    first = await client.wait_frame(of_it, CHUNK_WAIT_S)
+    media = first.header["chunk"]
+    await client.wait_frame(lambda f: f.header["chunk"] == media and f.header["frame"] == 3, CHUNK_WAIT_S)
+    return [f.jpeg for f in client.received.video if f.header["chunk"] == media]
+
+
+async def test_a_server_killed_mid_stream_comes_back_on_its_story_database(tmp_path: Path) -> None:
+    db = tmp_path / "stories.sqlite"
+    async with serve(db) as (process, url), SessionClient(url) as client:
+        started = await client.start(story="garden_gate", director="script", seed=4, timeout=60)
+        session = started["session_id"]
+        await client.wait_type("story.state", CHUNK_WAIT_S, node="gate")
+        await client.send({"type": "story.choose", "choice": "wave"})
+        porch = await client.wait_type("story.state", CHUNK_WAIT_S, node="porch")
+        chunk = await snapshot_saved(db, session, porch["checkpoint"], CHUNK_WAIT_S)
+        original = [await chunk_frames(client, chunk + 1), await chunk_frames(client, chunk + 2)]
+        assert process.returncode is None  # still streaming: the kill lands mid-stream
+        process.send_signal(signal.SIGKILL)
+        assert await process.wait() == -signal.SIGKILL
+
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+    async with serve(db) as (_, url), SessionClient(url) as client:
+        resume = {"session_id": session, "resume_token": started["resume_token"]}
+        back = await client.start(resume=resume, timeout=60)
+        assert back["session_id"] == session
+        state = await client.wait_type("story.state", CHUNK_WAIT_S)
+        assert (state["node"], state["checkpoint"]) == ("porch", porch["checkpoint"])
+        assert [n["beat"] for n in state["history"]] == ["gate", "porch"]
+        assert state["variables"] == porch["variables"]
+        resumed = [await chunk_frames(client, chunk + 1), await chunk_frames(client, chunk + 2)]
+
+        # A rewind to the same checkpoint in the revived server gives the same chunks again.
+        media = client.received.video[-1].header["chunk"]
+        await client.send({"type": "story.rewind", "checkpoint": porch["checkpoint"]})
+        rewound = [await chunk_frames(client, chunk + 1, media), await chunk_frames(client, chunk + 2, media)]
+
+    assert resumed == rewound  # byte for byte: the runtime is deterministic
+    assert resumed == original  # and the same as the killed server sent after that checkpoint
