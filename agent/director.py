@@ -13,10 +13,16 @@ It never blocks the fast loop: the realizer keeps playing plans, idle and reflex
   realizer advances, so plans of the old run still waiting die at dispatch.
 - What the character said is what was heard: when its speech is cut, the ``say`` in the history is
   rewritten to ``heard_text`` before the next call.
-- Failures (timeouts, HTTP errors, malformed streams, an endpoint that is down) publish a
-  ``DirectorError`` (code ``director``, not fatal), call ``on_error``, and the run is retried with
-  exponential backoff, ``retries`` times. Broken or unknown tool calls are answered to the LLM as tool
-  errors and are not failures.
+- Failures (timeouts, HTTP errors, malformed or cut streams, replies too long, an endpoint that is down)
+  publish a ``DirectorError`` (code ``director``, not fatal, its message a sentence from
+  ``llm.describe_failure``), call ``on_error``, and the run is retried with exponential backoff,
+  ``retries`` times. Broken or unknown tool calls are answered to the LLM as tool errors and are not
+  failures; after ``MISSES`` replies in a row without a usable call the run gives up.
+- The user is never left unanswered: plain text in a reply is spoken (also beside unusable tool calls).
+  A run owes an answer when the user said, typed or gestured something; when it ends or fails having
+  sent no plan, the character acknowledges (``agent.acknowledge``: the script's answer to that event, or a
+  nod, labelled ``acknowledge``), once per event, and a run that ended without a usable answer publishes
+  a ``DirectorError`` saying so.
 
 State (history, memory, pending speech ids) is kept by a langgraph checkpointer per session (thread id):
 the in-memory saver unless one is given (a SQLite saver makes it survive restarts).
@@ -29,7 +35,10 @@ import contextlib
 import copy
 import itertools
 import json
+import logging
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import msgspec
@@ -39,8 +48,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
+from agent.acknowledge import Acknowledgement
 from agent.director_config import DirectorConfig
-from agent.llm import AssistantTurn, ToolCall, complete
+from agent.llm import AssistantTurn, ToolCall, complete, describe_failure
 from agent.plans import Block
 from agent.progress import BlockDropped, BlockInterrupted, CharacterSpeech, DirectorError, DirectorPlan
 from agent.realizer import Realizer, Submission
@@ -67,6 +77,27 @@ _BARGE_IN = (SpeechStarted, Interrupt, TextInput, EndOfTurn)
 _USER_ACTIVITY = (SpeechStarted, Transcript, TextInput, Gesture, EndOfTurn, Interrupt)
 _CANCELLED_RESULT = json.dumps({"ok": False, "error": "not run: the user spoke first"})
 
+MAX_CALLS = 16
+"""Tool calls run from one reply; the rest are answered with an error (a reply of a thousand calls must
+not flood the realizer)."""
+MISSES = 2
+"""Replies in a row without a usable tool call after which a run gives up: the LLM is told once what was
+wrong (a truncated call, an unknown tool, an argument that fails validation) and may fix it."""
+SPOKEN_CHARS = 400
+"""Plain text spoken in place of ``say`` is cut to its first sentences within this many characters (small
+models ramble, and the character speaks one or two sentences at a time)."""
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Owed:
+    """A user event that asked for an answer, and whether the character has acknowledged it yet."""
+
+    event: Event
+    acknowledged: bool = False
+
 
 class DirectorState(TypedDict, total=False):
     """What the checkpointer keeps per session."""
@@ -78,6 +109,8 @@ class DirectorState(TypedDict, total=False):
     steps: int
     spoke: bool
     final: bool
+    misses: int
+    """Replies in a row, up to now, without a usable tool call."""
 
 
 class DirectorMemory(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,6 +132,9 @@ class DirectorStats(msgspec.Struct):
     failed: int = 0
     llm_calls: int = 0
     plans: int = 0
+    unusable: int = 0
+    """Runs that ended without a usable answer to what the user said (notice and acknowledgement)."""
+    acknowledged: int = 0
 
 
 class Director:
@@ -117,7 +153,10 @@ class Director:
         checkpointer: BaseCheckpointSaver | None = None,
         on_error: ErrorCallback | None = None,
         manifest: Manifest | None = None,
+        acknowledgement: Acknowledgement | None = None,
     ) -> None:
+        """``acknowledgement`` makes what the character does when no usable answer came (a nod by
+        default; ``Minds`` passes one that knows the session's script)."""
         self.config = config
         self.realizer = realizer
         self.tools = tools
@@ -125,6 +164,7 @@ class Director:
         self.session = session
         self.places = dict(places or {})
         self.manifest = manifest or build_manifest()
+        self.acknowledgement = acknowledgement or Acknowledgement(self.manifest)
         self.on_error = on_error
         self.stats = DirectorStats()
         self.errors: list[DirectorError] = []
@@ -150,6 +190,11 @@ class Director:
         self._late_turn = False
         """A turn ended before its transcript came: the next server transcript is that turn's words."""
         self._cause: str | None = None
+        self._owed: _Owed | None = None
+        """The latest user event that asked for an answer and that no run has taken up yet."""
+        self._run_owed: _Owed | None = None
+        self._unusable: list[str] = []
+        """What this run's LLM replies had that could not be used (for the notice)."""
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -340,6 +385,8 @@ class Director:
             self._lines.append(f"Your plan {json.dumps(label)} did not play to the end ({event.reason}).")
         if trigger:
             self._request(event.id)
+            if not isinstance(event, SoundClass):  # a sound is noticed; only what the user does is owed
+                self._owed = _Owed(event)
 
     def _barge_in(self) -> None:
         """The user spoke while a run was in flight: its plans are stale; cancel it if so configured."""
@@ -396,31 +443,67 @@ class Director:
         await self._graph.ainvoke({"steps": 0, "spoke": False, "final": False}, self._thread)
 
     def _finish(self, run: asyncio.Task[None]) -> None:
-        """Account for a finished run: success, cancellation, or a failure to report and retry."""
+        """Account for a finished run: success, cancellation, or a failure to report and retry; and
+        acknowledge what the user did when the run sent no plan for it."""
         loop = asyncio.get_running_loop()
+        owed, self._run_owed = self._run_owed, None
+        if owed is not None and (self._stale() or (self._ctx is not None and self._ctx.submitted)):
+            owed = None  # answered, or a later turn of the user's supersedes it
         if run.cancelled():
             self.stats.cancelled += 1
+            self._carry(owed)
             return
         exc = run.exception()
         if exc is None:
             self.stats.completed += 1
             self._attempt = 0
+            if owed is not None:
+                self.stats.unusable += 1
+                self._notify(f"the LLM gave no usable answer ({self._unusable_reason()})", 1)
+                self._acknowledge(owed)
             return
         self.stats.failed += 1
         self._attempt += 1
-        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        error = self._stamp(DirectorError, message=message[:500], attempt=self._attempt)
+        log.warning("the Director's LLM call failed (attempt %d): %r", self._attempt, exc)
+        self._notify(describe_failure(exc, self.config.timeout_s), self._attempt)
+        if owed is not None:
+            self._acknowledge(owed)  # at the first failure: a retry may take as long again
+        if self._attempt <= self.config.retries:
+            delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** (self._attempt - 1))
+            self._not_before = loop.time() + delay
+            self._request(None)
+            self._carry(owed)
+        else:
+            self._attempt = 0  # give up on this turn; the next trigger starts afresh
+
+    def _carry(self, owed: _Owed | None) -> None:
+        """The next run owes ``owed`` still, unless a newer event is owed already."""
+        if self._owed is None:
+            self._owed = owed
+
+    def _notify(self, message: str, attempt: int) -> None:
+        """Tell the client (a non-fatal ``director`` error) and ``on_error``."""
+        error = self._stamp(DirectorError, message=message, attempt=attempt)
         self.errors.append(error)
         if self.bus is not None:
             self.bus.publish_nowait(error)
         if self.on_error is not None:
             self.on_error(error)
-        if self._attempt <= self.config.retries:
-            delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** (self._attempt - 1))
-            self._not_before = loop.time() + delay
-            self._request(None)
-        else:
-            self._attempt = 0  # give up on this turn; the next trigger starts afresh
+
+    def _acknowledge(self, owed: _Owed) -> None:
+        """Show the user they were heard (once per event), in the Director's current epoch."""
+        if owed.acknowledged:
+            return
+        owed.acknowledged = True
+        block = self.acknowledgement.block(owed.event)
+        if self._submit(block, self.realizer.epoch("director"), owed.event.id).accepted:
+            self.stats.acknowledged += 1
+
+    def _unusable_reason(self) -> str:
+        if not self._unusable:
+            return "an empty reply"
+        names = ", ".join(dict.fromkeys(self._unusable))
+        return f"tool calls that could not be used: {names}"
 
     # ------------------------------------------------------------------------------------ graph
 
@@ -456,12 +539,21 @@ class Director:
         spoken = {block: call for block, call in spoken.items() if call in kept}
         epoch = self._run_epoch
         cause, self._cause = self._cause, None
+        self._run_owed, self._owed = self._owed, None
+        self._unusable = []
         self._ctx = ToolContext(
             submit=lambda block: self._submit(block, epoch, cause),
             places=self.places,
             memory=list(state.get("memory", [])),
         )
-        return {"messages": messages, "spoken": spoken, "steps": 0, "spoke": False, "final": False}
+        return {
+            "messages": messages,
+            "spoken": spoken,
+            "steps": 0,
+            "spoke": False,
+            "final": False,
+            "misses": 0,
+        }
 
     def _after_fold(self, state: DirectorState) -> str:
         messages = state.get("messages", [])
@@ -488,9 +580,12 @@ class Director:
             and not state.get("spoke")
         ):
             # Plain text is what the character says: record it as the say call it stands for.
-            say = ToolCall(f"speech_{next(self._call_ids)}", "say", json.dumps({"text": turn.text.strip()}))
-            turn = AssistantTurn("", [say], turn.finish_reason)
+            turn = AssistantTurn("", [self._speech_call(turn.text)], turn.finish_reason)
         return {"messages": [*state["messages"], turn.message()]}
+
+    def _speech_call(self, text: str) -> ToolCall:
+        """A ``say`` call for plain text of a reply (its first sentences)."""
+        return ToolCall(f"speech_{next(self._call_ids)}", "say", json.dumps({"text": _first_sentences(text)}))
 
     def _after_think(self, state: DirectorState) -> str:
         # A stale run still acts: its plans reach the realizer and die there at dispatch (reported as
@@ -503,15 +598,39 @@ class Director:
         messages = list(state["messages"])
         spoken = dict(state.get("spoken", {}))
         spoke = bool(state.get("spoke"))
-        calls = messages[-1]["tool_calls"]
-        for call in calls:
+        at = len(messages) - 1  # the reply; its tool results follow it
+        calls = messages[at]["tool_calls"]
+        usable = False
+        for index, call in enumerate(calls):
+            if index >= MAX_CALLS:
+                content = json.dumps(
+                    {"ok": False, "error": f"not run: at most {MAX_CALLS} tool calls a reply"}
+                )
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                continue
             before = len(ctx.submitted)
-            answer = await self.tools.call(call["function"]["name"], call["function"]["arguments"], ctx)
-            if call["function"]["name"] == "say" and answer.ok:
+            name = call["function"]["name"]
+            answer = await self.tools.call(name, call["function"]["arguments"], ctx)
+            usable = usable or answer.ok
+            if not answer.ok:
+                self._unusable.append(name[:40] or "(no name)")
+            if name == "say" and answer.ok:
                 spoke = True
                 for block_id in ctx.submitted[before:]:
                     spoken[block_id] = call["id"]
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer.to_text()})
+        text = messages[at].get("content") or ""
+        final = all(c["id"].startswith("speech_") for c in calls)
+        if not usable and text.strip() and self.config.text_as_speech and not spoke:
+            # Text beside calls that all failed is the answer: say it, as the call it stands for.
+            say = self._speech_call(text)
+            before = len(ctx.submitted)
+            answer = await self.tools.call(say.name, say.arguments, ctx)
+            if answer.ok:
+                usable = spoke = final = True
+                spoken.update(dict.fromkeys(ctx.submitted[before:], say.id))
+                messages[at] = {**messages[at], "content": None, "tool_calls": [*calls, say.message()]}
+                messages.append({"role": "tool", "tool_call_id": say.id, "content": answer.to_text()})
         return {
             "messages": messages,
             "memory": list(ctx.memory),
@@ -519,13 +638,14 @@ class Director:
             "steps": state.get("steps", 0) + 1,
             "spoke": spoke,
             # Text spoken in place of tool calls ends the run: there is nothing for the LLM to follow up.
-            "final": all(c["id"].startswith("speech_") for c in calls),
+            "final": final,
+            "misses": 0 if usable else state.get("misses", 0) + 1,
         }
 
     def _after_act(self, state: DirectorState) -> str:
         if self._stale() or state.get("final") or state.get("steps", 0) >= self.config.max_steps:
             return END
-        return "think"
+        return END if state.get("misses", 0) >= MISSES else "think"
 
     def _submit(self, block: Block, epoch: int, cause: str | None) -> Submission:
         block = msgspec.structs.replace(block, source="director", epoch=epoch, cause=cause)
@@ -555,6 +675,17 @@ class Director:
             parts.append("Things you remember:\n" + "\n".join(f"- {fact}" for fact in memory))
         parts += [provider() for provider in self._contexts]
         return "\n\n".join(p for p in parts if p)
+
+
+def _first_sentences(text: str, limit: int = SPOKEN_CHARS) -> str:
+    """The sentences of ``text`` that fit in ``limit`` characters (at least the first, cut at a word)."""
+    text = " ".join(text.split())
+    kept = ""
+    for sentence in _SENTENCE_END.split(text):
+        if len(kept) + len(sentence) + 1 > limit:
+            break
+        kept = f"{kept} {sentence}".strip()
+    return kept or text[:limit].rsplit(" ", 1)[0] or text[:limit]
 
 
 def _close_dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

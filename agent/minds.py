@@ -2,7 +2,8 @@
 
 The session conductor builds one ``Minds`` per session, ``start()``s it, calls ``tick(k)`` once per chunk
 and forwards the voice's reports to ``realizer``. With the LLM as the mind, a script given too still
-lends its places and idle variety (its timeline and triggers stay off: the Director decides). Reflexes,
+lends its places, idle variety and its answers to what the user does when the Director has none (its
+timeline and triggers stay off: the Director decides). Reflexes,
 when configured, run under either mind.
 """
 
@@ -14,6 +15,7 @@ import contextlib
 import openai
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agent.acknowledge import Acknowledgement
 from agent.director import Director, ErrorCallback
 from agent.director_config import DirectorConfig, Mind
 from agent.idle import IdleVariety
@@ -81,6 +83,7 @@ class Minds:
                 checkpointer=checkpointer,
                 on_error=on_error,
                 manifest=manifest,
+                acknowledgement=Acknowledgement(manifest, script),
             )
             return cls(realizer, bus, director=director, reflex=reflex)
         return cls(realizer, bus, reflex=reflex)

@@ -5,6 +5,11 @@ and scene-event names are enums taken from the manifest, and numeric bounds come
 so a retrained model with other capabilities changes the tools the LLM sees without touching this file.
 Each tool turns its arguments into a plan ``Block`` and hands it to the context's ``submit`` (the Director
 stamps source, epoch and cause there); ``remember`` keeps a fact in the Director's memory.
+
+Scene events are validated but nothing draws them yet (the chunk condition has no scene input), so
+``scene_event`` is offered only when the caller says the scene is shown (``scene_shown``), and a
+``schedule_block`` with scene events answers which of them are not shown (a block of nothing else is
+refused): no tool tells the LLM "ok" for something the user will not see.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ SAY_FIELDS = {"stroke.word": "on_word", "name": "gesture"}
 
 MAX_MEMORY = 50
 """Facts kept by ``remember``; the oldest go first (the prompt must stay small)."""
+
+MAX_BEHAVIORS = 32
+"""Behaviors in one ``schedule_block`` (a huge block would only cost the realizer and the event loop)."""
+
+SCENE_NOT_SHOWN = "the scene cannot change yet: scene events are not drawn"
 
 
 def emit(ctx: ToolContext, block: Block, fields: dict[str, str] | None = None) -> dict[str, Any]:
@@ -99,8 +109,11 @@ def _param_type(p: ParamSpec) -> Any:
     return Annotated[float, msgspec.Meta(description=p.description, ge=p.minimum, le=p.maximum)]
 
 
-def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[ToolContext]:
-    """The character tools for ``manifest``; ``places`` are the scene's named spots (may be empty)."""
+def build_toolbox(
+    manifest: Manifest, places: tuple[str, ...] = (), *, scene_shown: bool = False
+) -> ToolBox[ToolContext]:
+    """The character tools for ``manifest``; ``places`` are the scene's named spots (may be empty).
+    ``scene_shown``: whether the backend draws the manifest's scene events (none does yet)."""
     actions = _literal(tuple(a.name for a in manifest.actions))
     emotions = _literal(manifest.emotions)
     params = action_params(manifest)
@@ -197,7 +210,7 @@ def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[T
     BlockArgs = args(
         "schedule_block",
         [
-            ("behaviors", list[Behavior]),
+            ("behaviors", Annotated[list[Behavior], msgspec.Meta(min_length=1, max_length=MAX_BEHAVIORS)]),
             ("composition", composition, "merge"),
             ("priority", Annotated[int, msgspec.Meta(ge=0, le=10)], 0),
             ("label", str, ""),
@@ -260,6 +273,9 @@ def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[T
         return emit(ctx, Block(behaviors=[SceneEvent(name=a.name)], label=f"scene {a.name}"))
 
     async def schedule_block(a: Any, ctx: ToolContext) -> dict[str, Any]:
+        scene = [] if scene_shown else [b.name for b in a.behaviors if isinstance(b, SceneEvent)]
+        if len(scene) == len(a.behaviors):
+            raise ToolError(SCENE_NOT_SHOWN, "behaviors")
         block = Block(
             behaviors=a.behaviors,
             composition=a.composition,
@@ -267,7 +283,10 @@ def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[T
             label=a.label,
             expires_s=a.expires_s,
         )
-        return emit(ctx, block)
+        result = emit(ctx, block)
+        if scene:
+            result["not_shown"] = {"scene": scene, "why": SCENE_NOT_SHOWN}
+        return result
 
     async def wait(a: Any, ctx: ToolContext) -> dict[str, Any]:
         ctx.delay_s += a.seconds
@@ -286,7 +305,8 @@ def build_toolbox(manifest: Manifest, places: tuple[str, ...] = ()) -> ToolBox[T
     box.register(Tool("set_emotion", "Show an emotion on the face for a while.", EmotionArgs, set_emotion))
     box.register(Tool("look_at", "Look at a point on screen or a named place.", LookArgs, look_at))
     box.register(Tool("move_to", "Walk to a floor position or a named place.", MoveArgs, move_to))
-    box.register(Tool("scene_event", "Trigger a scene event.", SceneArgs, scene_event))
+    if scene_shown:
+        box.register(Tool("scene_event", "Trigger a scene event.", SceneArgs, scene_event))
     box.register(
         Tool(
             "schedule_block",

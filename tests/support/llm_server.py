@@ -3,8 +3,10 @@
 It listens on 127.0.0.1 on an ephemeral port (``asyncio.start_server``, HTTP/1.1 with keep-alive) and
 answers ``POST /v1/chat/completions`` from a queue of scripted answers: plain ``Reply`` objects (text
 and/or tool calls, streamed as SSE when the request asks for ``stream``, with tool-call arguments split
-over several chunks), ``HttpError``, ``Malformed`` bodies and ``Drop`` (close without answering). Any
-answer can be delayed. Every request body is recorded, so a test can check what the client sent.
+over several chunks), ``HttpError``, ``Malformed`` bodies, ``Drop`` (close without answering), ``Hang``
+(never answer), and ``Cut`` (a streamed reply whose connection dies part-way). Any answer can be delayed.
+``refuse()`` closes the port and every connection (connections are then refused) until ``accept()``.
+Every request body is recorded, so a test can check what the client sent.
 
     async with LLMServer() as llm:
         llm.enqueue(Reply(tool_calls=[Call("say", {"text": "Hi"})]), Reply(text="done"))
@@ -39,6 +41,8 @@ class Reply:
     """A successful answer. ``pieces``: how many SSE chunks each text or arguments string is cut into.
 
     delay_s: wait before the response headers; chunk_delay_s: wait between streamed chunks.
+    finish_reason: what the last chunk says (default ``tool_calls`` or ``stop``; ``length`` for a reply cut
+    by ``max_tokens``).
     """
 
     text: str = ""
@@ -46,6 +50,10 @@ class Reply:
     pieces: int = 3
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
+    finish_reason: str | None = None
+
+    def finish(self) -> str:
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
 
 @dataclass
@@ -72,7 +80,24 @@ class Drop:
     delay_s: float = 0.0
 
 
-Answer = Reply | HttpError | Malformed | Drop
+@dataclass
+class Hang:
+    """Accept the request and never answer (until the client gives up or the server closes)."""
+
+    delay_s: float = 0.0
+
+
+@dataclass
+class Cut:
+    """Stream the first ``events`` SSE events of ``reply``, then close the connection (no ``[DONE]``, no
+    end of the chunked body): a stream cut by a crash or a network fault."""
+
+    reply: Reply
+    events: int = 2
+    delay_s: float = 0.0
+
+
+Answer = Reply | HttpError | Malformed | Drop | Hang | Cut
 Responder = Callable[[dict[str, Any]], Answer]
 """Makes the answer to a request from its body: a default for endless runs (benchmarks)."""
 
@@ -128,7 +153,7 @@ class LLMServer:
         return self.requests
 
     async def start(self) -> LLMServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -142,6 +167,16 @@ class LLMServer:
             await asyncio.gather(*handlers, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
+
+    async def refuse(self) -> None:
+        """Stop listening and close every connection: new connections to the port are refused (the
+        client's kept-alive ones are gone too) until ``accept``."""
+        await self.close()
+
+    async def accept(self) -> None:
+        """Listen on the same port again after ``refuse``."""
+        if self._server is None:
+            await self.start()
 
     async def __aenter__(self) -> LLMServer:
         return await self.start()
@@ -194,6 +229,12 @@ class LLMServer:
         model = request.get("model", "test-model")
         if isinstance(answer, Drop):
             return False
+        if isinstance(answer, Hang):
+            await asyncio.Event().wait()  # until the connection handler is cancelled
+        if isinstance(answer, Cut):
+            events = [json.dumps(c) for c in self._chunks(answer.reply, model)]
+            await self._stream(writer, events[: answer.events], answer.reply.chunk_delay_s, end=False)
+            return False
         if isinstance(answer, HttpError):
             error = {"error": {"message": answer.message, "type": "server_error", "code": None}}
             await self._send(writer, answer.status, json.dumps(error))
@@ -221,19 +262,22 @@ class LLMServer:
         )
         await writer.drain()
 
-    async def _stream(self, writer: asyncio.StreamWriter, events: list[str], delay_s: float) -> None:
+    async def _stream(
+        self, writer: asyncio.StreamWriter, events: list[str], delay_s: float, *, end: bool = True
+    ) -> None:
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
             b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
         )
-        for event in [*events, "[DONE]"]:
+        for event in [*events, "[DONE]"] if end else events:
             payload = f"data: {event}\n\n".encode()
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             await writer.drain()
             if delay_s:
                 await asyncio.sleep(delay_s)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+        if end:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
 
     # ------------------------------------------------------------------------------- payloads
 
@@ -256,7 +300,7 @@ class LLMServer:
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+                    "finish_reason": answer.finish(),
                 }
             ],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -286,5 +330,5 @@ class LLMServer:
             out.append(chunk({"tool_calls": [head]}))
             for piece in _split(call.arguments_text(), answer.pieces):
                 out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
-        out.append(chunk({}, "tool_calls" if answer.tool_calls else "stop"))
+        out.append(chunk({}, answer.finish()))
         return out

@@ -19,7 +19,7 @@ from streaming_model.manifest import (
     ParamSpec,
     build_manifest,
 )
-from tools.character import build_toolbox, delayed
+from tools.character import MAX_BEHAVIORS, SCENE_NOT_SHOWN, build_toolbox, delayed
 from tools.registry import Tool, ToolBox, ToolResult, parameters_schema
 
 MANIFEST = build_manifest()
@@ -29,7 +29,6 @@ TOOL_NAMES = [
     "set_emotion",
     "look_at",
     "move_to",
-    "scene_event",
     "schedule_block",
     "wait",
     "remember",
@@ -53,6 +52,8 @@ def blocks_of(realizer: Realizer, ctx: ToolContext) -> list[Block]:
 def test_every_tool_is_offered_with_an_object_schema() -> None:
     schemas = build_toolbox(MANIFEST).schemas()
     assert [s["function"]["name"] for s in schemas] == TOOL_NAMES
+    shown = [s["function"]["name"] for s in build_toolbox(MANIFEST, scene_shown=True).schemas()]
+    assert shown == [*TOOL_NAMES[:5], "scene_event", *TOOL_NAMES[5:]]
     for s in schemas:
         assert s["type"] == "function"
         assert s["function"]["parameters"]["type"] == "object"
@@ -62,7 +63,7 @@ def test_every_tool_is_offered_with_an_object_schema() -> None:
 def test_enums_come_from_the_manifest() -> None:
     schemas = {
         s["function"]["name"]: s["function"]["parameters"]
-        for s in build_toolbox(MANIFEST, ("window",)).schemas()
+        for s in build_toolbox(MANIFEST, ("window",), scene_shown=True).schemas()
     }
     assert set(schemas["perform"]["properties"]["action"]["enum"]) == set(ACTION_NAMES)
     assert set(schemas["perform"]["properties"]["side"]["anyOf"][0]["enum"]) == {"other", "left", "right"}
@@ -91,7 +92,7 @@ async def test_say_with_a_gesture_on_a_word_becomes_one_synchronised_block(
 
 
 async def test_each_tool_reaches_the_realizer(realizer: Realizer, ctx: ToolContext) -> None:
-    box = build_toolbox(MANIFEST, ("window",))
+    box = build_toolbox(MANIFEST, ("window",), scene_shown=True)
     calls = {
         "perform": {"action": "wave", "paw": "left", "duration_s": 1.5},
         "set_emotion": {"emotion": "happy"},
@@ -108,6 +109,34 @@ async def test_each_tool_reaches_the_realizer(realizer: Realizer, ctx: ToolConte
     assert len(blocks_of(realizer, ctx)) == len(calls)
     look = blocks_of(realizer, ctx)[2].behaviors[0]
     assert isinstance(look, Action) and look.params == {"target_x": -1.0, "target_y": -0.4}
+
+
+async def test_while_the_scene_is_not_drawn_no_tool_says_ok_to_a_scene_change(
+    realizer: Realizer, ctx: ToolContext
+) -> None:
+    box = build_toolbox(MANIFEST)
+    offered = await box.call("scene_event", json.dumps({"name": SCENE_EVENTS[0]}), ctx)
+    assert not offered.ok and "unknown tool 'scene_event'" in (offered.error or "")
+    scene = {"kind": "scene", "name": SCENE_EVENTS[0]}
+    alone = await box.call("schedule_block", json.dumps({"behaviors": [scene]}), ctx)
+    assert not alone.ok and alone.error == SCENE_NOT_SHOWN and not ctx.submitted
+    nod = {"kind": "action", "name": "nod"}
+    mixed = await box.call("schedule_block", json.dumps({"behaviors": [nod, scene]}), ctx)
+    # Validated and played (the nod), and the answer says what the user will not see.
+    assert mixed.ok and mixed.result["not_shown"] == {"scene": [SCENE_EVENTS[0]], "why": SCENE_NOT_SHOWN}
+    assert len(blocks_of(realizer, ctx)) == 1
+    shown = await build_toolbox(MANIFEST, scene_shown=True).call(
+        "schedule_block", json.dumps({"behaviors": [nod, scene]}), ctx
+    )
+    assert shown.ok and "not_shown" not in shown.result
+
+
+async def test_a_huge_block_is_refused_before_it_reaches_the_realizer(
+    realizer: Realizer, ctx: ToolContext
+) -> None:
+    nods = [{"kind": "action", "name": "nod", "duration_s": 0.5}] * (MAX_BEHAVIORS + 1)
+    result = await build_toolbox(MANIFEST).call("schedule_block", json.dumps({"behaviors": nods}), ctx)
+    assert not result.ok and result.field == "behaviors" and not ctx.submitted
 
 
 async def test_remember_keeps_facts_and_wait_delays_later_plans(realizer: Realizer, ctx: ToolContext) -> None:
