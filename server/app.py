@@ -7,7 +7,10 @@ secret configured, ``/v1/session`` and ``/metrics`` need a valid token (HTTP 401
 exists), and one token holds at most ``Access.sessions_per_token`` live sessions at once.
 
 Sessions outlive their connection for ``resume_grace_s``: the client may come back with
-``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk.
+``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk. A session
+waiting so is paused (it generates nothing, its media clock stops) and does not hold one of the
+``max_sessions`` live slots; at most ``max_waiting_sessions`` wait, and when one more leaves, the session
+that has waited longest is ended.
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ class LiveSession:
     conductor: Conductor
     resume_token: str
     outbox: Outbox | None = None
+    """The connection it streams to; None while it waits for its client to resume."""
     expires: asyncio.TimerHandle | None = None
+    left_at: float = 0.0  # when its client went away (the longest waiting is ended first)
     closed: bool = False
     token: str | None = None
     """The client token this session was opened with (None without a token secret)."""
@@ -65,6 +70,7 @@ class Stats:
     refused_total: int = 0
     errors_total: int = 0
     media_dropped_total: int = 0
+    evicted_total: int = 0  # waiting sessions ended early to make room for a newer one
 
 
 class OnstageServer:
@@ -86,6 +92,8 @@ class OnstageServer:
         self._server: Server | None = None
         self._gate: HostGate | None = None
         self._opening: collections.Counter[str] = collections.Counter()  # per token: sessions being set up
+        self._admitting = 0  # new sessions being built: they hold a live slot already
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> Server:
         """Listen on ``host:port`` (port 0 picks a free one)."""
@@ -113,6 +121,16 @@ class OnstageServer:
             await self._server.wait_closed()
         for session in list(self.sessions.values()):
             await self._end(session)
+        if self._closing:
+            await asyncio.wait(self._closing)
+
+    def live_count(self) -> int:
+        """Sessions with a client connected, and new ones being built: what ``max_sessions`` bounds."""
+        return self._admitting + sum(1 for s in self.sessions.values() if s.outbox is not None)
+
+    def waiting(self) -> list[LiveSession]:
+        """Sessions waiting for their client to resume, the longest waiting first."""
+        return sorted((s for s in self.sessions.values() if s.outbox is None), key=lambda s: s.left_at)
 
     # ------------------------------------------------------------------------------ HTTP
 
@@ -146,6 +164,10 @@ class OnstageServer:
         lines = [
             "# TYPE onstage_sessions gauge",
             f"onstage_sessions {len(self.sessions)}",
+            "# TYPE onstage_sessions_waiting gauge",
+            f"onstage_sessions_waiting {len(self.waiting())}",
+            "# TYPE onstage_sessions_evicted_total counter",
+            f"onstage_sessions_evicted_total {self.stats.evicted_total}",
             "# TYPE onstage_sessions_total counter",
             f"onstage_sessions_total {self.stats.sessions_total}",
             "# TYPE onstage_sessions_refused_total counter",
@@ -164,6 +186,7 @@ class OnstageServer:
                 f'onstage_session_replaced_total{{session="{sid}"}} {session.conductor.replaced}',
                 f'onstage_session_chunks_sent_total{{session="{sid}"}} {session.conductor.chunks_sent}',
                 f'onstage_session_chunks_on_time_total{{session="{sid}"}} {session.conductor.chunks_on_time}',
+                f'onstage_session_media_dropped_total{{session="{sid}"}} {_dropped(session)}',
             ]
             times = session.conductor.chunk_times
             if times:
@@ -177,7 +200,12 @@ class OnstageServer:
     # ------------------------------------------------------------------------------ WebSocket
 
     async def _handle(self, ws: ServerConnection) -> None:
-        outbox = Outbox(ws, media_frames=self.limits.media_queue_frames)
+        outbox = Outbox(
+            ws,
+            media_frames=self.limits.media_queue_frames,
+            max_age_s=self.limits.media_max_age_s,
+            backlog_s=self.limits.media_backlog_s,
+        )
         outbox.start()
         messages = TokenBucket(self.limits.messages_per_s, self.limits.message_burst)
         audio = TokenBucket(self.limits.audio_realtime_factor, self.limits.audio_burst_s)
@@ -221,7 +249,7 @@ class OnstageServer:
                 error = p.Error(code=p.ErrorCode.INTERNAL, message="internal error", fatal=True)
                 await ws.send(p.encode_server(error))
         finally:
-            if session is not None and session.outbox is outbox:
+            if session is not None and session.outbox is outbox and not session.closed:
                 self._detach(session)
             await outbox.close()
             # Let what is queued go out (an error before a close) without waiting on a dead peer.
@@ -259,29 +287,36 @@ class OnstageServer:
             raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "the first message must be session.start", msg.ref)
         if msg.resume is not None:
             return await self._resume(msg, outbox)
-        if len(self.sessions) >= self.limits.max_sessions:
-            self.stats.refused_total += 1
-            raise p.ProtocolError(
-                p.ErrorCode.RATE_LIMITED,
-                f"server at capacity: {len(self.sessions)} live sessions is all it can keep real-time",
-                msg.ref,
-                fatal=True,
-            )
+        self._admit(msg.ref)
         session_id, token = secrets.token_hex(8), secrets.token_urlsafe(24)
+        self._admitting += 1  # the slot is taken while the session is built (a storm must not overfill)
         try:
             conductor, started = await self.factory.create(session_id, msg, token)
         except ValueError as exc:
             raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), msg.ref) from None
+        finally:
+            self._admitting -= 1
         return await self._go_live(LiveSession(conductor, resume_token=token), started, msg.ref, outbox)
+
+    def _admit(self, ref: str | None) -> None:
+        """Refuse, with a fatal ``rate_limited``, a session that would exceed ``max_sessions`` live."""
+        if (live := self.live_count()) >= self.limits.max_sessions:
+            self.stats.refused_total += 1
+            raise p.ProtocolError(
+                p.ErrorCode.RATE_LIMITED,
+                f"server at capacity: {live} live sessions is all it can keep real-time; try again later",
+                ref,
+                fatal=True,
+            )
 
     async def _go_live(
         self, live: LiveSession, started: p.SessionStarted, ref: str | None, outbox: Outbox
     ) -> LiveSession:
         self.sessions[live.conductor.session_id] = live
+        live.outbox = outbox  # before any await: from here it holds its live slot
         self.stats.sessions_total += 1
         started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
         await outbox.put(p.encode_server(started), droppable=False)
-        live.outbox = outbox
         live.conductor.on_fatal = lambda error: self._fail(live, error)
         await live.conductor.start(outbox.put)
         return live
@@ -298,12 +333,16 @@ class OnstageServer:
     async def _resume(self, msg: p.SessionStart, outbox: Outbox) -> LiveSession:
         assert msg.resume is not None
         live = self.sessions.get(msg.resume.session_id)
-        if live is None and len(self.sessions) < self.limits.max_sessions:
+        if live is None:
             # Not live here: a story session of an earlier server can come back from the story store.
+            self._admit(msg.ref)
+            self._admitting += 1
             try:
                 revived = await self.factory.revive(msg.resume.session_id, msg.resume.resume_token)
             except ValueError as exc:
                 raise p.ProtocolError(p.ErrorCode.RESUME_FAILED, str(exc), msg.ref) from None
+            finally:
+                self._admitting -= 1
             if revived is not None:
                 started = self.factory.started_message(revived.session_id)
                 return await self._go_live(
@@ -318,37 +357,59 @@ class OnstageServer:
             raise p.ProtocolError(
                 p.ErrorCode.RESUME_FAILED, "no such session to resume, or a bad token", msg.ref
             )
+        if live.outbox is None:
+            self._admit(msg.ref)  # a waiting session needs a live slot again; it goes on waiting if none
         if live.expires is not None:
             live.expires.cancel()
             live.expires = None
-        if live.outbox is not None and live.outbox is not outbox:
-            await live.outbox.ws.close(1000, "resumed elsewhere")
+        previous, live.outbox = live.outbox, outbox
+        if previous is not None and previous is not outbox:
+            self.stats.media_dropped_total += previous.dropped
+            await previous.ws.close(1000, "resumed elsewhere")
         started = msgspec.structs.replace(
             self.factory.started_message(live.conductor.session_id),
             resume_token=live.resume_token,
             ref=msg.ref,
         )
         await outbox.put(p.encode_server(started), droppable=False)
-        live.outbox = outbox
         live.conductor.attach(outbox.put)
         return live
 
     def _detach(self, live: LiveSession) -> None:
-        """The client went away: media stops; the session waits ``resume_grace_s`` for it to come back."""
+        """The client went away: the session pauses and waits ``resume_grace_s`` for it to come back. Its
+        live slot is free at once; past ``max_waiting_sessions`` waiting, the longest waiting is ended."""
+        self.stats.media_dropped_total += _dropped(live)  # its connection's drops; the conductor's stay
         live.outbox = None
         live.conductor.attach(None)
         loop = asyncio.get_running_loop()
-        live.expires = loop.call_later(
-            self.limits.resume_grace_s, lambda: asyncio.ensure_future(self._end(live))
-        )
+        live.left_at = loop.time()
+        live.expires = loop.call_later(self.limits.resume_grace_s, self._end_soon, live)
+        waiting = self.waiting()
+        for old in waiting[: max(0, len(waiting) - self.limits.max_waiting_sessions)]:
+            self.stats.evicted_total += 1
+            self._end_soon(old)
+
+    def _end_soon(self, live: LiveSession) -> None:
+        """End a session from synchronous code: it is off the books now, its parts are freed in a task."""
+        if self._retire(live):
+            task = asyncio.get_running_loop().create_task(live.conductor.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def _end(self, live: LiveSession) -> None:
+        if self._retire(live):
+            await live.conductor.close()
+
+    def _retire(self, live: LiveSession) -> bool:
+        """Take a session off the server's books (nothing can resume it after this); False if it was."""
         if live.closed:
-            return
+            return False
         live.closed = True
+        if live.expires is not None:
+            live.expires.cancel()
         self.sessions.pop(live.conductor.session_id, None)
         self.stats.media_dropped_total += _dropped(live)
-        await live.conductor.close()
+        return True
 
 
 def _dropped(live: LiveSession) -> int:

@@ -169,6 +169,9 @@ class Conductor:
         self.stamper = stamper
         self.config = config or ConductorConfig()
         self._send: Send | None = None
+        self._attached = asyncio.Event()  # cleared while no client is there: generation pauses
+        self._attached.set()
+        self._left_at = 0.0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"gen-{session_id}", initializer=_one_thread)
         self._ready: asyncio.Queue[ReadyChunk] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
@@ -245,8 +248,16 @@ class Conductor:
         self._k = chunk
 
     def attach(self, send: Send | None) -> None:
-        """Point media at a new connection (resume), or at nothing while the client is away."""
+        """Point media at a new connection (resume), or at nothing while the client is away: then the
+        session pauses after the chunk in flight, and on its return the media clock goes on from there."""
         self._send = send
+        now = asyncio.get_running_loop().time()
+        if send is None and self._attached.is_set():
+            self._attached.clear()
+            self._left_at = now
+        elif send is not None and not self._attached.is_set():
+            self._t0 += now - self._left_at
+            self._attached.set()
 
     async def close(self) -> None:
         """Stop everything this session runs and free it. Idempotent."""
@@ -398,6 +409,7 @@ class Conductor:
         loop = asyncio.get_running_loop()
         staged: ReadyChunk | None = None  # generated, committed, not yet handed to the sender
         while True:
+            await self._attached.wait()
             moved = await self._at_boundary()
             start_at = self._t0 + (self._m - self.config.lead_chunks) * CHUNK_S
             if staged is None:
@@ -724,7 +736,10 @@ class Conductor:
                 continue
             reflex = self.minds.reflex
             declined = reflex.declined.get(event.id) if reflex is not None else None
-            reason, detail = declined or ("no_reaction", f"nothing in this session answers {type(event).__struct_config__.tag}")
+            reason, detail = declined or (
+                "no_reaction",
+                f"nothing in this session answers {type(event).__struct_config__.tag}",
+            )
             await self._unshown(event.id, reason, detail)
 
     async def _unshown(self, event_id: str, reason: str, detail: str) -> None:

@@ -1,4 +1,5 @@
-"""Per-session limits: token buckets for message rate and audio rate, and their configuration."""
+"""Per-session limits (token buckets for message rate and audio rate), the server's session slots, and
+how far behind a slow client may fall; their configuration."""
 
 from __future__ import annotations
 
@@ -8,15 +9,25 @@ import msgspec
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    """What one session may send. Audio is measured in seconds of audio per second of wall time."""
+    """What one session may send (audio in seconds of audio per second of wall time), how many sessions
+    the server keeps, and how far behind a client may fall."""
 
     messages_per_s: float = 50.0
     message_burst: float = 100.0
     audio_realtime_factor: float = 1.5
     audio_burst_s: float = 3.0
     max_sessions: int = 4
+    """Sessions with a client connected: what the server can keep real-time."""
+    max_waiting_sessions: int = 4
+    """Sessions whose client went away, paused in their resume grace; beyond this many, the one that
+    left first is ended. They do not count against ``max_sessions``."""
     resume_grace_s: float = 30.0
     media_queue_frames: int = 24
+    media_max_age_s: float = 1.0
+    """A media frame not written this long after it was due is dropped."""
+    media_backlog_s: float = 0.5
+    """A media frame is dropped when the client would get it (after what it has not taken yet) later than
+    this after it is written."""
 
 
 class TokenBucket:

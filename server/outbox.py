@@ -1,26 +1,47 @@
-"""What a connection sends: control messages in order, media frames dropped (and counted) when the
-client cannot keep up, so a slow client never makes the server hold unbounded memory or wait."""
+"""What a connection sends: control messages on a lane of their own ahead of media, and media only while
+the client keeps up, so a slow client sees the call at most about a second late, never minutes, and the
+server never holds unbounded memory or waits for it.
+
+Media (video and audio frames) is dropped, and counted, when it is older than ``max_age_s`` by the time
+it could be written, or when the client would receive it more than ``backlog_s`` after it is written
+(behind its backlog: ``server.backlog``, the transport's buffer and the kernel's send queue). Control
+messages are never dropped; a client so far behind that ``control_messages`` of them wait is closed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from server.backlog import Backlog, frame_bytes
+
 
 class Outbox:
     """One sender task per connection; ``put`` never blocks the session."""
 
-    def __init__(self, ws: ServerConnection, media_frames: int = 24, control_messages: int = 1024) -> None:
+    def __init__(
+        self,
+        ws: ServerConnection,
+        media_frames: int = 24,
+        control_messages: int = 1024,
+        max_age_s: float = 1.0,
+        backlog_s: float = 0.5,
+        backlog: Backlog | None = None,
+    ) -> None:
         self.ws = ws
         self.dropped = 0
-        self._media: deque[bytes | str] = deque()
+        self._media: deque[tuple[float, bytes | str]] = deque()  # (when it was queued, frame)
         self._control: deque[bytes | str] = deque()
         self._media_max = media_frames
         self._control_max = control_messages
+        self._max_age_s = max_age_s
+        self._backlog_s = backlog_s
+        self._backlog = backlog if backlog is not None else Backlog.of(ws.transport)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()  # set whenever everything queued has been sent
         self._idle.set()
@@ -40,8 +61,7 @@ class Outbox:
             if len(self._media) >= self._media_max:
                 self._media.popleft()
                 self.dropped += 1
-            self._media.append(data)
-            self._idle.clear()
+            self._media.append((time.monotonic(), data))
         else:
             if len(self._control) >= self._control_max:
                 # A client this far behind on control messages is gone in all but name.
@@ -58,12 +78,33 @@ class Outbox:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._control or self._media:
-                    # Control first: an error or a speech report must not wait behind video.
-                    data = self._control.popleft() if self._control else self._media.popleft()
-                    await self.ws.send(data)
+                    # Control first: a pong or an error must not wait behind video.
+                    batch = [self._control.popleft()] if self._control else self._media_in_time()
+                    for data in batch:
+                        self._backlog.wrote(data)
+                        await self.ws.send(data)
                 self._idle.set()
         except ConnectionClosed:
             self.closed = True
+
+    def _media_in_time(self) -> list[bytes | str]:
+        """Take the media queued (the frames due together, or more after a slow write) and keep what
+        reaches the client in time: not older than ``max_age_s``, and all of it within ``backlog_s``
+        behind what is pending at the rate the client takes bytes. A client that cannot take even that
+        gets, once it has taken everything, the newest frame of each kind: it sees the call in steps
+        rather than late. The rest is dropped."""
+        now = time.monotonic()
+        batch = [data for queued, data in self._media if now - queued <= self._max_age_s]
+        self.dropped += len(self._media) - len(batch)
+        self._media.clear()
+        pending, rate = self._backlog.measure()
+        size = sum(frame_bytes(data) for data in batch)
+        if not (rate > 0 and (pending + size) / rate <= self._backlog_s):
+            newest = {data[0]: data for data in batch} if pending == 0 else {}
+            kept = [data for data in batch if newest.get(data[0]) is data]
+            self.dropped += len(batch) - len(kept)
+            batch = kept
+        return batch
 
     async def close(self, flush_s: float = 1.0) -> None:
         """Stop sending; control messages already queued (a fatal error, say) get ``flush_s`` to go out."""

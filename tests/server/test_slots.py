@@ -1,0 +1,113 @@
+"""Session slots: a client that went away leaves its live slot at once, its session pauses while it waits
+to be resumed, the waiting are capped (the longest waiting goes first), and a storm of starts beyond
+capacity is refused clearly while the sessions admitted run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from server.app import OnstageServer
+from server.client import SessionClient
+from server.limits import Limits
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@contextlib.asynccontextmanager
+async def serving(factory, limits: Limits) -> AsyncIterator[tuple[OnstageServer, str]]:
+    srv = OnstageServer(factory, limits)
+    await srv.start("127.0.0.1", 0)
+    try:
+        yield srv, f"ws://127.0.0.1:{srv.port}/v1/session"
+    finally:
+        await srv.close()
+
+
+async def until(predicate, timeout: float = 10.0) -> None:
+    """Wait for ``predicate()`` to hold, checking every loop turn or so."""
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110 (polls server state that has no event of its own)
+            await asyncio.sleep(0.01)
+
+
+def resume_of(started: dict) -> dict:
+    return {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+
+
+async def test_clients_that_drop_do_not_lock_out_a_new_one_and_the_longest_waiting_is_ended(factory) -> None:
+    async with serving(factory, Limits(max_sessions=2, max_waiting_sessions=2, resume_grace_s=60)) as (
+        srv,
+        url,
+    ):
+        dropped = []
+        for seed in range(4):  # four quick connect-and-drop cycles
+            async with SessionClient(url) as client:
+                dropped.append(await client.start(seed=seed))
+        await until(lambda: len(srv.sessions) == 2)  # the first two were ended to make room
+        async with SessionClient(url) as newcomer:
+            await newcomer.start(seed=9)  # was refused: four sessions in grace held all the slots
+            async with SessionClient(url) as old:
+                with pytest.raises(RuntimeError, match="resume_failed"):
+                    await old.start(resume=resume_of(dropped[0]))
+            async with SessionClient(url) as latest:
+                back = await latest.start(resume=resume_of(dropped[-1]))
+                assert back["session_id"] == dropped[-1]["session_id"]
+                await latest.wait_frame(lambda f: True, timeout=20)
+
+
+async def test_a_waiting_session_pauses_and_goes_on_from_where_it_was(factory) -> None:
+    away_s = 2.0
+    async with serving(factory, Limits(max_sessions=1, resume_grace_s=60)) as (srv, url):
+        async with SessionClient(url) as first:
+            started = await first.start(seed=3)
+            await first.wait_frame(lambda f: f.header["chunk"] >= 4, timeout=20)
+        last_chunk = first.received.video[-1].header["chunk"]
+        live = srv.sessions[started["session_id"]]
+        await until(lambda: live.outbox is None)
+        sent = live.conductor.chunks_sent
+        await asyncio.sleep(away_s)  # the client is away this long: 12 chunks of media clock
+        # Paused: past the chunks already made (one handed to the sender, one in flight), nothing more.
+        assert live.conductor.chunks_sent <= sent + 2
+        async with SessionClient(url) as again:
+            await again.start(resume=resume_of(started))
+            frame = await again.wait_frame(lambda f: True, timeout=20)
+        # It went on from where it paused, not from where the media clock would be had it run on.
+        assert last_chunk <= frame.header["chunk"] <= last_chunk + 4
+
+
+async def test_a_waiting_session_needs_a_free_slot_to_resume_and_keeps_waiting_without_one(factory) -> None:
+    async with serving(factory, Limits(max_sessions=1, resume_grace_s=60)) as (srv, url):
+        async with SessionClient(url) as first:
+            started = await first.start(seed=1)
+        async with SessionClient(url) as other:
+            await other.start(seed=2)  # the slot the first left is free at once
+            async with SessionClient(url) as back:
+                with pytest.raises(RuntimeError, match="capacity"):
+                    await back.start(resume=resume_of(started))
+        await until(lambda: srv.live_count() == 0)
+        async with SessionClient(url) as back:
+            assert (await back.start(resume=resume_of(started)))["session_id"] == started["session_id"]
+
+
+async def test_a_storm_of_starts_beyond_capacity_is_refused_and_never_overfills(factory) -> None:
+    capacity, storm = 2, 8
+    async with serving(factory, Limits(max_sessions=capacity, resume_grace_s=60)) as (srv, url):
+        clients = [SessionClient(url) for _ in range(storm)]
+        async with contextlib.AsyncExitStack() as stack:
+            for client in clients:
+                await stack.enter_async_context(client)
+            # A story session is built over several awaits (its checkpoint store): all arrive at once.
+            answers = await asyncio.gather(
+                *(c.start(story="garden_gate", director="script") for c in clients), return_exceptions=True
+            )
+            admitted = [c for c, a in zip(clients, answers, strict=True) if isinstance(a, dict)]
+            refused = [a for a in answers if isinstance(a, RuntimeError)]
+            assert len(admitted) == capacity and len(refused) == storm - capacity
+            assert all("capacity" in str(a) and "'fatal': True" in str(a) for a in refused)
+            assert len(srv.sessions) == capacity
+            for client in admitted:
+                await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
