@@ -19,7 +19,7 @@ from server.sessions import SessionFactory
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-GESTURES = [
+GESTURES: list[dict[str, object]] = [
     {"gesture": "wave"},
     {"gesture": "thumbs_up"},
     {"gesture": "point", "x": 0.8, "y": 0.0},
