@@ -7,6 +7,8 @@ projected orthographically. Jitter imitates a landmark tracker's noise.
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import numpy as np
 
 # (MCP position in palm lengths, segment lengths) for index, middle, ring, pinky.
@@ -74,15 +76,24 @@ def hand(
     return out
 
 
-OPEN = dict(curls=(0, 0, 0, 0), thumb_extended=True)
-FIST = dict(curls=(1, 1, 1, 1), thumb_extended=False)
-POINT = dict(curls=(0, 1, 1, 1), thumb_extended=False)
+class Pose(TypedDict, total=False):
+    """The shape of a hand: arguments of ``hand``."""
+
+    curls: tuple[float, float, float, float]
+    thumb_extended: bool
+    thumb_direction_deg: float
+    roll_deg: float
+
+
+OPEN = Pose(curls=(0, 0, 0, 0), thumb_extended=True)
+FIST = Pose(curls=(1, 1, 1, 1), thumb_extended=False)
+POINT = Pose(curls=(0, 1, 1, 1), thumb_extended=False)
 # Seen from the side: the fist turned a quarter so the fingers lie flat and the thumb points up.
-THUMBS_UP = dict(curls=(1, 1, 1, 1), thumb_extended=True, thumb_direction_deg=-90.0, roll_deg=-90.0)
+THUMBS_UP = Pose(curls=(1, 1, 1, 1), thumb_extended=True, thumb_direction_deg=-90.0, roll_deg=-90.0)
 
 
 def sequence(
-    pose: dict,
+    pose: Pose,
     seconds: float,
     fps: float = 30.0,
     sway_x: float = 0.0,
@@ -91,12 +102,12 @@ def sequence(
     jitter: float = 0.002,
     seed: int = 0,
     start_ms: float = 0.0,
-    **place,
+    **place: Any,
 ) -> list[tuple[np.ndarray, float]]:
     """Frames of ``pose`` over ``seconds``: (landmarks, t_ms). ``sway_x`` swings it (a wave's amplitude)."""
     rng = np.random.default_rng(seed)
     frames = []
-    args = {**pose, **place}
+    args: dict[str, Any] = {**pose, **place}
     base_x, base_roll = args.pop("x", 0.5), args.pop("roll_deg", 0.0)
     for i in range(round(seconds * fps)):
         t = i / fps

@@ -173,7 +173,9 @@ def test_a_stroke_on_a_word_lands_when_that_word_is_spoken() -> None:
     )
     t = resolve(block)
     spoken = estimate_speech_s(text)
-    assert t["w"].stroke == pytest.approx(t["hi"].start + word_time(text, spoken, "hello"))
+    start, at = t["hi"].start, word_time(text, spoken, "hello")
+    assert start is not None and at is not None
+    assert t["w"].stroke == pytest.approx(start + at)
     # The wave starts before the speech so that its stroke can meet the word: the block is pulled back.
     assert t["w"].start == 0.0 and t["hi"].start > 0.0
 

@@ -217,7 +217,9 @@ def test_a_stroke_falls_on_the_named_word(bus: EventBus) -> None:
     events = drain(sub)
     stroke = next(e for e in events if isinstance(e, StrokeReached))
     start = outs.index(next(o for o in outs if o.speech_start))
-    expected = start + word_time(text, estimate_speech_s(text), "hello") / CHUNK_S
+    at = word_time(text, estimate_speech_s(text), "hello")
+    assert at is not None
+    expected = start + at / CHUNK_S
     assert abs(stroke.chunk - expected) <= 1
     assert outs[stroke.chunk].condition.action == "wave"
 
@@ -425,7 +427,7 @@ def test_random_plans_interrupts_and_epochs_always_give_valid_conditions(bus: Ev
         )
         if kind == "action":
             name = rng.choice(["wave", "nod", "jump", "look_at", "sit", "startle"])
-            params = {"target_x": rng.uniform(-1, 1)} if name == "look_at" else {}
+            params: dict[str, float | str] = {"target_x": rng.uniform(-1, 1)} if name == "look_at" else {}
             return Action(id=f"b{i}", name=name, params=params, duration_s=rng.uniform(0.2, 3.0), start=ref)
         if kind == "speech":
             return Speech(id=f"b{i}", text=" ".join(["word"] * rng.randint(1, 12)), start=ref)

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from agent.story.expr import ExprError, compile_condition, compile_effect
+from agent.story.expr import ExprError, Kind, Value, compile_condition, compile_effect
 
-KINDS = {"trust": "number", "has_key": "bool", "mood": "str", "storm": "number"}
+KINDS: dict[str, Kind] = {"trust": "number", "has_key": "bool", "mood": "str", "storm": "number"}
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_a_condition_knows_the_variables_it_reads() -> None:
 
 
 def test_effects_assign_raise_and_lower_without_touching_the_input() -> None:
-    start = {"trust": 1, "has_key": False, "mood": "calm", "storm": 0}
+    start: dict[str, Value] = {"trust": 1, "has_key": False, "mood": "calm", "storm": 0}
     after = compile_effect("trust += 2", KINDS).apply(start)
     after = compile_effect("has_key = true", KINDS).apply(after)
     after = compile_effect("mood = 'angry'", KINDS).apply(after)

@@ -19,7 +19,7 @@ from agent.story.player import StoryPlayer
 from agent.story.store import CheckpointStore
 from streaming_model.codec import Codec, CodecConfig
 from streaming_model.dit import DiT, DiTConfig
-from streaming_model.runtime import Generator, Session
+from streaming_model.runtime import Generator, Session, SessionSnapshot
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,7 @@ async def test_after_a_rewind_the_first_chunk_is_the_one_first_generated_there(
     later = play(realizer, session, 2)
 
     restored = await player.rewind("c2")
+    assert isinstance(restored.generator, SessionSnapshot)
     session.restore(restored.generator)
     assert session.index == restored.chunk + 1
     again = play(realizer, session, 3)
@@ -71,6 +72,7 @@ async def test_after_a_rewind_the_first_chunk_is_the_one_first_generated_there(
     fresh_session = generator.open_session(identity=1, seed=5)
     fresh = Realizer(session="s1")
     _, resumed = await StoryPlayer.resume(reopened, fresh, session="s1", capture=fresh_session.snapshot)
+    assert isinstance(resumed.generator, SessionSnapshot)
     fresh_session.restore(resumed.generator)
     assert resumed.view.checkpoint == "c2"
     assert play(fresh, fresh_session, 3) == first

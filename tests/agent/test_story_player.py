@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def tree(view: StoryView) -> list[tuple[str, str | None, str, str]]:
 
 
 async def begin(
-    store: CheckpointStore | None = None, realizer: Realizer | None = None, **kwargs: object
+    store: CheckpointStore | None = None, realizer: Realizer | None = None, **kwargs: Any
 ) -> tuple[StoryPlayer, Realizer]:
     realizer = realizer or Realizer(session="s1")
     player = await StoryPlayer.begin(load_story("garden_gate"), realizer, session="s1", store=store, **kwargs)

@@ -7,6 +7,7 @@ import time
 import tracemalloc
 import wave
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from events.vocabulary import (
     AudioLevel,
     EndOfTurn,
     Event,
+    SoundClass,
     SoundOnset,
     SpeechStarted,
     SpeechStopped,
@@ -106,7 +108,8 @@ def test_pcm16_bytes_are_heard_like_the_same_int16_samples(scene):
     assert summary(from_bytes) == summary(feed_all(Ears(Stamper("t")), ints, 320))
 
 
-BAD_FRAMES = {
+# Any: the frames are wrong on purpose, some in their very type.
+BAD_FRAMES: dict[str, tuple[Any, int, str, str]] = {
     "wrong_rate": (np.zeros(320, np.float32), 44_100, "sample_rate", "44100"),
     "odd_bytes": (b"\x00" * 641, 16_000, "samples", "even number of bytes"),
     "nan": (np.array([0.0, np.nan] * 160, np.float32), 16_000, "samples", "NaN"),
@@ -223,7 +226,7 @@ async def test_a_slow_listener_in_its_own_thread_never_holds_up_the_others(scene
     # The knocks come 1.2 s of audio after the speech: heard while the transcriber still works on it.
     assert kinds == [SpeechStarted, SpeechStopped, SoundOnset, SoundOnset, SoundOnset, Transcript, EndOfTurn]
     assert threading.get_ident() not in slow.threads and len(slow.threads) == 1
-    assert published[-1].transcript == "hello there."
+    assert isinstance(published[-1], EndOfTurn) and published[-1].transcript == "hello there."
     check_truth(published, truth)
 
 
@@ -332,6 +335,10 @@ def test_a_ten_minute_stream_keeps_positions_exact_and_memory_flat(speech):
                 for event in ears.feed(block[i : i + sounds.RATE]):
                     counts[type(event)] = counts.get(type(event), 0) + 1
                     last = event
+                    assert isinstance(
+                        event,
+                        SpeechStarted | SpeechStopped | AudioLevel | SoundOnset | SoundClass | EndOfTurn,
+                    )
                     offset = (event.audio_ms // (block_s * 1000)) * block_s * 1000
                     local = event.audio_ms - offset
                     if isinstance(event, SpeechStarted):

@@ -66,7 +66,7 @@ def test_hands_that_make_no_gesture_fire_nothing(frames) -> None:
 
 
 def test_a_gesture_fires_again_only_after_it_was_released() -> None:
-    frames = hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=7)
+    frames: list[tuple[np.ndarray | None, float]] = [*hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=7)]
     frames += [(None, 1000.0 + 33.3 * i) for i in range(1, 30)]
     frames += hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=8, start_ms=2000.0)
     assert [g for g, _ in classify(frames)] == ["thumbs_up", "thumbs_up"]
@@ -85,7 +85,7 @@ def test_bad_landmark_frames_are_refused_and_the_gesture_still_lands() -> None:
                 [[0.1, 0.2, 0.3, 0.4]] * 21,
             ):
                 with pytest.raises(BadInput) as err:
-                    classifier.feed(broken, t_ms - 1.0)
+                    classifier.feed(broken, t_ms - 1.0)  # type: ignore[arg-type]  # wrong on purpose
                 assert err.value.field == "landmarks"
                 bad += 1
         fired += [g.gesture for g in classifier.feed(landmarks, t_ms)]

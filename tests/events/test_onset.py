@@ -49,6 +49,7 @@ def test_an_onset_is_reported_within_50_ms_of_audio_after_the_impulse():
     heard = []
     for i in range(0, audio.size, 80):  # 5 ms frames: the delay is the detector's, not the framing's
         for event in detector.feed(audio[i : i + 80]):
+            assert isinstance(event, SoundOnset)
             heard.append((i + 80) * 1000 / sounds.RATE - event.audio_ms)
     assert len(heard) == len(truth)
     assert max(heard) <= 50, heard

@@ -8,6 +8,7 @@ import json
 import threading
 import wave
 from collections.abc import Iterator
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -152,10 +153,16 @@ class _TranscriptionServer(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
         message = email.parser.BytesParser().parsebytes(head + body)
+        parts = message.get_payload()
+        assert isinstance(parts, list) and all(isinstance(part, Message) for part in parts)
         fields = {
-            part.get_param("name", header="content-disposition"): part for part in message.get_payload()
+            part.get_param("name", header="content-disposition"): part
+            for part in parts
+            if isinstance(part, Message)
         }
-        with wave.open(io.BytesIO(fields["file"].get_payload(decode=True))) as wav:
+        audio = fields["file"].get_payload(decode=True)
+        assert isinstance(audio, bytes)
+        with wave.open(io.BytesIO(audio)) as wav:
             heard = {
                 "path": self.path,
                 "model": fields["model"].get_payload(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,8 @@ from events.stamp import Stamper
 from events.turn import TurnConfig, TurnDetector
 from events.vocabulary import EndOfTurn, Event, SpeechStarted, SpeechStopped, Transcript
 from tests import sounds
+
+E = TypeVar("E", bound=Event)
 
 FRAME = 320  # 20 ms, as a client sends them
 
@@ -28,7 +32,7 @@ def hear(audio: np.ndarray, config: TurnConfig | None = None) -> tuple[Ears, lis
     return ears, out
 
 
-def of(kind: type, heard: list[tuple[float, Event]]) -> list[tuple[float, Event]]:
+def of(kind: type[E], heard: list[tuple[float, Event]]) -> list[tuple[float, E]]:
     return [(t, e) for t, e in heard if isinstance(e, kind)]
 
 
@@ -104,6 +108,7 @@ def test_a_transcript_arriving_after_the_short_silence_ends_the_turn_at_once():
     turn.observe(stamp(SpeechStopped, audio_ms=1000.0, duration_ms=1000.0))
     assert advance(turn, 0.5) == []
     [event] = turn.observe(transcript(stamp, "Is it raining?", 0.0, 1000.0))
+    assert isinstance(event, EndOfTurn)
     assert event.audio_ms == 1000.0 and event.silence_ms == 500.0 and event.transcript == "Is it raining?"
 
 
@@ -116,6 +121,7 @@ def test_without_an_ending_mark_the_full_silence_is_needed():
     assert turn.observe(transcript(stamp, "so I was thinking", 0.0, 1000.0)) == []
     assert advance(turn, 0.6) == []
     [event] = advance(turn, 0.2)
+    assert isinstance(event, EndOfTurn)
     assert event.silence_ms == 700.0 and event.transcript == "so I was thinking"
 
 
@@ -127,6 +133,7 @@ def test_transcript_wait_holds_the_turn_for_a_late_transcript():
     turn.observe(stamp(SpeechStopped, audio_ms=1000.0, duration_ms=1000.0))
     assert advance(turn, 0.9) == []
     [event] = turn.observe(transcript(stamp, "tell me more.", 0.0, 1000.0))
+    assert isinstance(event, EndOfTurn)
     assert event.transcript == "tell me more." and event.silence_ms == pytest.approx(900.0)
 
 
@@ -137,6 +144,7 @@ def test_a_late_transcript_of_an_ended_turn_is_not_carried_into_the_next():
     advance(turn, 1.0)
     turn.observe(stamp(SpeechStopped, audio_ms=1000.0, duration_ms=1000.0))
     [first] = advance(turn, 1.0)
+    assert isinstance(first, EndOfTurn)
     assert first.transcript is None
     turn.observe(stamp(SpeechStarted, audio_ms=2000.0))
     turn.observe(transcript(stamp, "old words", 0.0, 1000.0))
@@ -144,6 +152,7 @@ def test_a_late_transcript_of_an_ended_turn_is_not_carried_into_the_next():
     turn.observe(stamp(SpeechStopped, audio_ms=3000.0, duration_ms=1000.0))
     turn.observe(transcript(stamp, "new words", 2000.0, 3000.0))
     [second] = advance(turn, 1.0)
+    assert isinstance(second, EndOfTurn)
     assert second.transcript == "new words"
 
 

@@ -93,6 +93,7 @@ async def test_metrics_count_a_live_sessions_chunks_and_time_their_generation(
 
 async def test_the_first_message_must_be_session_start(url: str) -> None:
     async with SessionClient(url) as client:
+        assert client.ws is not None
         await client.send({"type": "ping", "ref": "early"})
         error = await client.wait_type("error")
         assert (error["code"], error["ref"], error["fatal"]) == ("not_started", "early", False)
@@ -103,6 +104,7 @@ async def test_the_first_message_must_be_session_start(url: str) -> None:
 
 async def test_malformed_messages_get_an_error_and_change_nothing(url: str) -> None:
     async with SessionClient(url) as client:
+        assert client.ws is not None
         await client.start()
         await client.ws.send("{oops")
         await client.send({"type": "teleport", "ref": "t"})
@@ -124,6 +126,7 @@ async def test_malformed_messages_get_an_error_and_change_nothing(url: str) -> N
 async def test_a_message_over_one_mib_closes_the_connection_with_1009(url: str) -> None:
     async with SessionClient(url) as client:
         await client.start()
+        assert client.ws is not None and client._reader is not None
         await client.ws.send("x" * (1024 * 1024 + 10))
         await asyncio.wait_for(client._reader, 10)
         assert client.ws.close_code == 1009
@@ -211,6 +214,7 @@ async def test_two_sessions_run_side_by_side_and_bad_input_in_one_leaves_the_oth
         await a.start(seed=1)
         await b.start(seed=2)
         before = len(b.received.video)
+        assert a.ws is not None
         for _ in range(20):
             await a.ws.send("{broken")
         await a.wait_for(lambda m: len(a.received.of_type("error")) >= 20)

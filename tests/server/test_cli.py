@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from PIL import Image
+from PIL import Image, WebPImagePlugin
 
 from server.cli import main
 from server.demo_audio import write_demo_wav
@@ -35,6 +35,7 @@ def test_render_writes_an_animated_webp_of_the_demo_sequence(tmp_path, capsys) -
     out = tmp_path / "demo.webp"
     assert main(["render", str(out), "--source", "both"]) == 0
     with Image.open(out) as image:
+        assert isinstance(image, WebPImagePlugin.WebPImageFile)
         assert image.n_frames == 4 * round(sum(b.seconds for b in DEMO) * 6)  # 24 fps, 4-frame chunks
         assert image.size == (2 * 256, 2 * 128)  # truth and model side by side, doubled
     assert "wave" in capsys.readouterr().out

@@ -10,7 +10,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, WebPImagePlugin
 from scipy.io import wavfile
 
 from server import demo_audio
@@ -141,4 +141,5 @@ async def test_a_call_can_be_saved_as_an_animated_webp(url: str, tmp_path: Path)
         == 0
     )
     with Image.open(out) as image:
+        assert isinstance(image, WebPImagePlugin.WebPImageFile)
         assert image.is_animated and image.n_frames >= 20 and image.size == (128, 128)

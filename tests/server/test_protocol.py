@@ -41,12 +41,12 @@ def test_session_start_decodes_with_every_optional_field() -> None:
             }
         )
     )
-    assert isinstance(msg, SessionStart)
+    assert isinstance(msg, SessionStart) and msg.resume is not None
     assert (msg.ref, msg.seed, msg.director, msg.resume.session_id) == ("r1", 7, "script", "s")
 
 
 def test_every_client_message_type_in_the_protocol_decodes() -> None:
-    samples = [
+    samples: list[dict[str, object]] = [
         {"type": "input.text", "text": "hi"},
         {"type": "input.gesture", "gesture": "wave", "confidence": 0.5, "x": 0.1, "y": 0.9},
         {"type": "input.transcript", "text": "hello", "final": True},

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import GifImagePlugin, Image, WebPImagePlugin
 
 import streaming_model.render as r
 from streaming_model.condition import ConditionError
@@ -17,6 +17,7 @@ def test_render_writes_an_animated_gif_with_one_frame_per_video_frame(tmp_path: 
     beats = [Beat("wave", 0.5, speaking=True), Beat("jump", 0.5)]
     out = render(beats, tmp_path / "demo.gif", source="world", scale=1)
     with Image.open(out) as im:
+        assert isinstance(im, GifImagePlugin.GifImageFile)
         assert im.is_animated and im.n_frames == 24  # 2 x 0.5 s at 24 fps
         assert im.size == (128, 128)
 
@@ -30,6 +31,7 @@ def test_render_side_by_side_webp(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
     out = render([Beat("nod", 0.5)], tmp_path / "demo.webp", source="both", scale=1)
     with Image.open(out) as im:
+        assert isinstance(im, WebPImagePlugin.WebPImageFile)
         assert im.size == (256, 128) and im.n_frames == 12
 
 

@@ -187,7 +187,9 @@ class LLMServer:
     # ------------------------------------------------------------------------------------ HTTP
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._handlers.add(asyncio.current_task())  # type: ignore[arg-type]
+        task = asyncio.current_task()
+        assert task is not None  # a handler runs as its own task
+        self._handlers.add(task)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -204,7 +206,7 @@ class LLMServer:
         except asyncio.CancelledError:
             pass  # the server is closing; a handler that ends cancelled is logged as an error by asyncio
         finally:
-            self._handlers.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._handlers.discard(task)
             writer.close()
 
     async def _route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
