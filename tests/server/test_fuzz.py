@@ -7,9 +7,9 @@ else; a live session answers every input that is not a valid message with a non-
 
 The live-server inputs are drawn by hypothesis's engine in a collecting pass (``draw_examples``), then sent
 over one connection: a ``@given`` test cannot await a WebSocket of the module's event loop, and one session
-for thousands of inputs is the point. They are ``tame`` (tests/support/fuzzing.py): the known bugs of issue 12
-(``KNOWN_BUGS``) would hang the shared server or end the session, so each has its own test below, marked
-``xfail(strict=True)``: each starts to pass, and then fails as XPASS until its marker goes, when its fix lands.
+for thousands of inputs is the point. They are ``tame`` (tests/support/fuzzing.py): the extremes that once hung the server or ended a session
+(``KNOWN_BUGS``, the bugs of issue 12, now fixed) each have their own test below, which failed before the
+fix.
 """
 
 from __future__ import annotations
@@ -54,13 +54,6 @@ async def server(factory: SessionFactory):
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()
-
-
-def known_bug(key: str, raises: type[BaseException]):
-    """A test of a known bug of issue 12, fixed in another branch: it fails with ``raises`` until then
-    (strict: an XPASS fails too, so the marker goes when the fix lands)."""
-    reason = f"known bug, expected to pass once fixed: {fuzzing.KNOWN_BUGS[key]}"
-    return pytest.mark.xfail(strict=True, raises=raises, reason=reason)
 
 
 def nested(depth: int) -> str:
@@ -135,7 +128,6 @@ def test_the_judge_refuses_wrong_answers() -> None:
 
 @live
 @pytest.mark.slow
-@known_bug("outcome_type", AssertionError)  # the first unanswered input ends the session
 @pytest.mark.parametrize(
     ("start", "seed"), [({"seed": 21}, 1), ({"seed": 22, "story": "garden_gate"}, 2)], ids=["plain", "story"]
 )
@@ -164,19 +156,16 @@ async def test_fuzzed_inputs_over_one_connection_are_each_answered_and_the_sessi
 # ----------------------------------------------------------------------------------------- known bugs
 
 
-@known_bug("deep_json", RecursionError)
 def test_a_message_nested_past_the_recursion_limit_is_refused_as_a_protocol_error() -> None:
     with pytest.raises(p.ProtocolError):
         p.decode_client_text('{"type": "ping", "x": ' + nested(1000) + "}")
 
 
-@known_bug("deep_plan", RecursionError)
 def test_a_plan_nested_500_deep_is_refused_with_its_field_named() -> None:
     with pytest.raises(ScriptError):
         script_from_builtins(json.loads('{"name": "deep", "extra": ' + nested(500) + "}"), MANIFEST)
 
 
-@known_bug("idle_overflow", OverflowError)
 @pytest.mark.parametrize(
     "idle",
     [
@@ -202,7 +191,6 @@ except ScriptError:
 """
 
 
-@known_bug("plan_clock", pytest.fail.Exception)
 @pytest.mark.parametrize(
     "plan",
     [
@@ -232,7 +220,6 @@ def test_plan_clock_extremes_are_refused_or_played_without_hanging(plan: dict) -
 
 
 @live
-@known_bug("resume_token", AssertionError)
 async def test_a_non_ascii_resume_token_is_refused_with_resume_failed(url: str) -> None:
     async with SessionClient(url) as owner:
         started = await owner.start(seed=23)
@@ -249,7 +236,6 @@ async def test_a_non_ascii_resume_token_is_refused_with_resume_failed(url: str) 
 
 
 @live
-@known_bug("plan_name", AssertionError)
 async def test_a_plan_name_too_long_for_a_file_is_refused_without_naming_a_server_path(url: str) -> None:
     async with SessionClient(url) as client:
         await client.start(seed=24)
@@ -260,7 +246,6 @@ async def test_a_plan_name_too_long_for_a_file_is_refused_without_naming_a_serve
 
 
 @live
-@known_bug("outcome_type", AssertionError)
 async def test_an_input_no_mind_answers_gets_its_outcome_and_the_session_streams_on(url: str) -> None:
     # Found by the live fuzz test: greeter answers final transcripts only, so this one goes unanswered.
     async with SessionClient(url) as client:

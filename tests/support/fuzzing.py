@@ -46,7 +46,8 @@ KNOWN_BUGS: dict[str, str] = {
     "outcome_type": "an input no mind answers ends the session with `internal` (found by this fuzzing:"
     " `event.type` in Conductor._outcome_loop; events have no `type` attribute)",
 }
-"""The bugs of issue 12 being fixed elsewhere; ``tame`` strategies stay clear of each."""
+"""The bugs of issue 12 this fuzzing was written against (fixed; each has its own regression test in
+tests/server/test_fuzz.py); ``tame`` strategies stay clear of each, so the long live run stays quick."""
 
 TAME_DEPTH = 300
 """Tame nesting stays below both known recursion limits (~490 in a plan, ~990 anywhere)."""
