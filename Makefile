@@ -3,7 +3,7 @@
 
 PY := .venv/bin/python
 
-.PHONY: setup run test lint bench
+.PHONY: setup run test lint typecheck bench
 
 setup:
 	@scripts/setup
@@ -15,7 +15,10 @@ lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
-test: lint
+typecheck: setup
+	.venv/bin/mypy
+
+test: lint typecheck
 	@scripts/setup-browser
 	$(PY) -m pytest
 

@@ -223,7 +223,7 @@ class Threaded:
                 if kind == "feed":
                     events = self.listener.feed(payload)
                 elif kind == "observe":
-                    events = self.listener.observe(payload)  # type: ignore[attr-defined]
+                    events = self.listener.observe(payload)  # type: ignore[attr-defined]  # queued only if it observes
                 else:
                     events = self.listener.flush()
             except Exception:

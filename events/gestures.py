@@ -138,7 +138,7 @@ def hand_pose(points: np.ndarray, t_ms: float, config: GestureConfig) -> HandPos
         palm_x=float(palm[0]),
         palm_y=float(palm[1]),
         size=size,
-        fingers=fingers,  # type: ignore[arg-type]
+        fingers=fingers,  # type: ignore[arg-type]  # one per entry of FINGERS: four
         thumb_extended=thumb_extended,
         thumb_up=thumb_up,
         upright=bool(-up[1] > config.upright_cos * size),

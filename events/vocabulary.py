@@ -68,7 +68,7 @@ class Transcript(Event, frozen=True, kw_only=True, tag="transcript"):
     source: Literal["server", "client"] = "server"
 
     @property
-    def lane(self) -> Lane:  # type: ignore[override]
+    def lane(self) -> Lane:  # type: ignore[override]  # by finality here, a ClassVar elsewhere
         # A partial transcript is a stream; only the final one may trigger a reaction.
         return Lane.CONTROL if self.final else Lane.BULK
 

@@ -131,7 +131,7 @@ CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
     StoryRewind,
     Ping,
 )
-_BY_TYPE: dict[str, type[ClientMessage]] = {m.__struct_config__.tag: m for m in CLIENT_MESSAGES}  # type: ignore[misc]
+_BY_TYPE: dict[str, type[ClientMessage]] = {str(m.__struct_config__.tag): m for m in CLIENT_MESSAGES}
 _DECODERS = {tag: msgspec.json.Decoder(cls) for tag, cls in _BY_TYPE.items()}
 _ANY = msgspec.json.Decoder(Any)
 

@@ -7,6 +7,7 @@ import pytest
 from agent.plans import (
     CHUNK_S,
     Action,
+    Behavior,
     Block,
     Emotion,
     Gaze,
@@ -99,9 +100,9 @@ def test_a_block_survives_json_and_toml_round_trips_unchanged() -> None:
         (Wait(id="w", duration_s=0.5, start=SyncRef(to="w")), "behaviors[0].start.to", "itself"),
     ],
 )
-def test_an_invalid_behavior_is_rejected_naming_the_field(behavior: object, field: str, words: str) -> None:
+def test_an_invalid_behavior_is_rejected_naming_the_field(behavior: Behavior, field: str, words: str) -> None:
     with pytest.raises(PlanError) as caught:
-        validate_block(Block(behaviors=[behavior]), MANIFEST)  # type: ignore[list-item]
+        validate_block(Block(behaviors=[behavior]), MANIFEST)
     assert caught.value.field == field
     assert words in str(caught.value)
 

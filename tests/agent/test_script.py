@@ -145,7 +145,8 @@ async def test_the_two_minute_scene_fires_every_trigger_and_shows_it_in_the_fram
     assert fired["attentive"].cause == speech.id
     labels = []
     while (event := progress.get_nowait()) is not None:
-        labels.append(event.label)  # type: ignore[attr-defined]
+        assert isinstance(event, BlockStarted)
+        labels.append(event.label)
     for entry in (
         "greeting",
         "look outside",

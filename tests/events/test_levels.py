@@ -11,12 +11,13 @@ from events.levels import SILENCE_DB, LevelConfig, LevelMeter
 from events.stamp import Stamper
 from events.vocabulary import AudioLevel
 from tests import sounds
+from tests.support.events import only
 
 
 def levels(
     audio: np.ndarray, sizes: list[int] | None = None, config: LevelConfig | None = None
 ) -> list[AudioLevel]:
-    return sounds.feed(LevelMeter(Stamper("t"), config), audio, sizes)  # type: ignore[return-value]
+    return only(AudioLevel, sounds.feed(LevelMeter(Stamper("t"), config), audio, sizes))
 
 
 def tone(f0: float, seconds: float = 1.0, amplitude: float = 0.3) -> np.ndarray:

@@ -9,6 +9,7 @@ from events.onset import OnsetConfig, OnsetDetector
 from events.stamp import Stamper
 from events.vocabulary import SoundOnset
 from tests import sounds
+from tests.support.events import only
 
 BACKGROUNDS = {"silence": 0.0, "room_tone": 0.003, "steady_noise": 0.02}
 
@@ -16,7 +17,7 @@ BACKGROUNDS = {"silence": 0.0, "room_tone": 0.003, "steady_noise": 0.02}
 def onsets(
     audio: np.ndarray, sizes: list[int] | None = None, config: OnsetConfig | None = None
 ) -> list[SoundOnset]:
-    return sounds.feed(OnsetDetector(Stamper("t"), config), audio, sizes)  # type: ignore[return-value]
+    return only(SoundOnset, sounds.feed(OnsetDetector(Stamper("t"), config), audio, sizes))
 
 
 def background(name: str, seconds: float) -> np.ndarray:

@@ -10,9 +10,10 @@ import pytest
 from events.errors import BadInput
 from events.sound_classes import SoundClassConfig, SoundClassifier
 from events.stamp import Stamper
-from events.vocabulary import Event, SoundClass, SoundOnset
+from events.vocabulary import SoundClass, SoundOnset
 from events.yamnet import LOG_OFFSET, MEL_BANDS, PATCH_FRAMES, PATCH_SAMPLES, YamNet, log_mel_patch
 from tests import sounds
+from tests.support.events import only
 
 ALARMS = {"Knock", "Clapping"}
 
@@ -36,18 +37,11 @@ def stream(
     onsets = [stamper(SoundOnset, audio_ms=ms, strength_db=30.0) for ms in onsets_ms]
     events: list[SoundClass] = []
     for start in range(0, audio.size, frame):
-        events += classes(classifier.feed(audio[start : start + frame]))
+        events += only(SoundClass, classifier.feed(audio[start : start + frame]))
         fed_ms = classifier.clock.ms()
         while onsets and onsets[0].audio_ms <= fed_ms:
             events += classifier.note_onset(onsets.pop(0))
-    return events + classes(classifier.flush()), classifier
-
-
-def classes(events: list[Event]) -> list[SoundClass]:
-    """``events`` as what a classifier makes: SoundClass events only."""
-    found = [e for e in events if isinstance(e, SoundClass)]
-    assert found == events, events
-    return found
+    return events + only(SoundClass, classifier.flush()), classifier
 
 
 def labels(events: list[SoundClass]) -> set[str]:
@@ -155,7 +149,9 @@ def test_bad_input_is_refused_by_name_and_the_stream_carries_on(yamnet):
     assert classifier.clock.ms() == 500.0
     knocks, _ = sounds.knocks(3)
     rest = np.concatenate([knocks, sounds.silence(0.5)])
-    events = classes(classifier.feed(rest[:8000]) + classifier.feed(rest[8000:]) + classifier.flush())
+    events = only(
+        SoundClass, classifier.feed(rest[:8000]) + classifier.feed(rest[8000:]) + classifier.flush()
+    )
     assert "Knock" in labels(events)
 
 

@@ -54,7 +54,7 @@ def test_streams_travel_in_the_bulk_lane_and_reactions_in_the_control_lane() -> 
 def test_events_are_immutable() -> None:
     event = Stamper("s")(SpeechStarted, audio_ms=0.0)
     with pytest.raises(AttributeError):
-        event.audio_ms = 5.0  # type: ignore[misc]
+        event.audio_ms = 5.0  # type: ignore[misc]  # frozen: the test checks that it refuses
 
 
 def test_decoding_rejects_an_unknown_type_tag() -> None:

@@ -1,1 +1,1 @@
-"""Test helpers: a real local chat-completions server."""
+"""Test helpers: a real local chat-completions server, and events narrowed to their kind."""
