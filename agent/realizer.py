@@ -374,9 +374,9 @@ class Realizer:
         """
         self._check_closed()
         if block.composition != "replace":
-            mine = [e.block for e in self._entries if e.block.source == block.source]
-            behaviors = sum(len(b.behaviors) for b in mine) + len(block.behaviors)
-            if len(mine) >= MAX_LIVE_BLOCKS or behaviors > MAX_LIVE_BEHAVIORS:
+            held = [e.block for e in self._entries if e.block.source == block.source]
+            behaviors = sum(len(b.behaviors) for b in held) + len(block.behaviors)
+            if len(held) >= MAX_LIVE_BLOCKS or behaviors > MAX_LIVE_BEHAVIORS:
                 return Submission(
                     block.id,
                     False,

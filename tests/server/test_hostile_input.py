@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +17,11 @@ import pytest_asyncio
 
 from agent.bounds import MAX_JSON_DEPTH, MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS, MAX_SCRIPT_BEHAVIORS
 from agent.script import PLANS_DIR
-from benchmarks.served import served, session_url
 from server.app import OnstageServer
 from server.client import SessionClient
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))  # the benchmarks' own module layout
+from served import served, session_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
