@@ -25,8 +25,8 @@ _ids = itertools.count(1)
 
 MAX_REPLY_CHARS = 64 * 1024
 """Text and tool-call arguments of one reply, together: far above what ``max_tokens`` lets a model say."""
-MAX_REPLY_PIECES = 4096
-"""Streamed chunks of one reply (local servers send about one a token)."""
+MAX_REPLY_PIECES = 1024
+"""Streamed chunks of one reply (local servers send about one a token; ``max_tokens`` is 400 by default)."""
 
 YIELD_EVERY = 32
 """Streamed chunks between two yields to the event loop: chunks already buffered are parsed without a

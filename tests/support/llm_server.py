@@ -233,6 +233,7 @@ class LLMServer:
             return False
         if isinstance(answer, Hang):
             await asyncio.Event().wait()  # until the connection handler is cancelled
+            return False
         if isinstance(answer, Cut):
             events = [json.dumps(c) for c in self._chunks(answer.reply, model)]
             await self._stream(writer, events[: answer.events], answer.reply.chunk_delay_s, end=False)
