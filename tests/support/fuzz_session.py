@@ -26,6 +26,7 @@ LEAK_MARKERS = (ROOT, "Traceback", "site-packages")
 
 ANSWER_S = 10.0
 """How long an input's probe may take to come back (a live server answers in milliseconds)."""
+CLOSE_TOO_BIG = 1009
 STREAM_S = 2.0
 """Frames must keep coming: at every check a new one arrives within this."""
 
@@ -83,6 +84,10 @@ def judge(frame: FuzzInput, answers: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _size(frame: FuzzInput) -> int:
+    return len(frame.encode() if isinstance(frame, str) else frame)
+
+
 def _short(answer: dict[str, Any]) -> str:
     return json.dumps(answer)[:200]
 
@@ -121,9 +126,10 @@ class FuzzFeeder:
             await client.ws.send(json.dumps({"type": "ping", "ref": ref}))
             await client.wait_for(lambda m: m.get("type") == "pong" and m.get("ref") == ref, ANSWER_S, since)
         except Exception as exc:  # closed, or no answer in time: either way the session is lost
-            tally.closed = (
-                f"after {describe(frame)}: {type(exc).__name__} (close code {client.ws.close_code})"
-            )
+            code = client.ws.close_code
+            tally.closed = f"after {describe(frame)}: {type(exc).__name__} (close code {code})"
+            if code == CLOSE_TOO_BIG and _size(frame) > p.HARD_MAX_MESSAGE_BYTES:
+                return None  # docs/protocol.md: a frame over 1 MiB may close the connection with 1009
             tally.problems.append(tally.closed)
             return tally.closed
         messages = [m for _, m in client.received.messages[since:]]
