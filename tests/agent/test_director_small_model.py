@@ -75,7 +75,7 @@ def small_model() -> Iterator[str]:
 
 
 async def test_every_turn_with_a_tiny_model_is_answered(small_model: str) -> None:
-    stage = make_stage(LLMServer(), base_url=small_model, timeout_s=120.0, max_tokens=120, retries=0)
+    stage = make_stage(LLMServer(), base_url=small_model, timeout_s=120.0, max_tokens=60, retries=0)
     try:
         for line in LINES:
             await stage.bus.publish(stage.stamp(TextInput, text=line))
