@@ -40,8 +40,9 @@ from tests.support.llm_server import Call, LLMServer, Reply
 LINES = ["Tell me about your day.", "Can you wave at me?", "What do you see?", "Sing me something short."]
 
 
-def answer(rng: random.Random):
-    """The endpoint: a run's first call gets say + perform after 1-3 s; the call with the tool results ends it."""
+def answer(rng: random.Random, delay_s: tuple[float, float] = (1.0, 3.0)):
+    """The endpoint: a run's first call gets say + perform after ``delay_s`` (uniform); the call with the tool
+    results ends it."""
 
     def respond(request: dict) -> Reply:
         if request["messages"][-1]["role"] == "tool":
@@ -51,7 +52,7 @@ def answer(rng: random.Random):
                 Call("say", {"text": "Sure. Let me think about that for a moment, then I will show you."}),
                 Call("perform", {"action": rng.choice(["wave", "nod", "jump"])}),
             ],
-            delay_s=rng.uniform(1.0, 3.0),
+            delay_s=rng.uniform(*delay_s),
             chunk_delay_s=0.05,
             pieces=6,
         )

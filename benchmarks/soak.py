@@ -5,7 +5,7 @@
 
 A real ``onstage serve`` (its own process, a story database in a file) and a real local chat-completions
 endpoint (``tests/support/llm_server.py``) that answers each Director run with say + perform after
-0.5-2 s. The main session plays the ``garden_gate`` story with the LLM as its mind, while the client
+0.5-2 s (the Director benchmark's endpoint). The main session plays the ``garden_gate`` story with the LLM as its mind, while the client
 speaks into its microphone (Piper speech), claps and knocks, waves, types, and rewinds the story to its
 first beat every ``--rewind-s``; beside it a second session opens, streams a few seconds and closes, again
 and again.
@@ -36,34 +36,16 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
+from director import answer
 from reaction import Microphone, sounds
 from served import rss_mib, served, session_url
 
 from server.client import SessionClient
-from tests.support.llm_server import Call, LLMServer, Reply
+from tests.support.llm_server import LLMServer
 
 WINDOW_FPS = 23.5
 GESTURES = ["wave", "thumbs_up", "point", "raise_hand", "nod"]
 LINES = ["Where does this path go?", "Can you wave at me?", "Open the gate!", "What was that noise?"]
-
-
-def answer(rng: random.Random):
-    """Each Director run: say + perform after 0.5-2 s; the call that carries tool results ends it."""
-
-    def respond(request: dict) -> Reply:
-        if request["messages"][-1]["role"] == "tool":
-            return Reply(text="")
-        return Reply(
-            tool_calls=[
-                Call("say", {"text": "Oh, let me see. Follow me, it is this way."}),
-                Call("perform", {"action": rng.choice(["wave", "nod", "jump"])}),
-            ],
-            delay_s=rng.uniform(0.5, 2.0),
-            chunk_delay_s=0.05,
-            pieces=4,
-        )
-
-    return respond
 
 
 def fps_windows(times: list[float]) -> float:
@@ -154,7 +136,7 @@ def story_store(path: Path, checkpoints: set[str]) -> tuple[str, int]:
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "stories.sqlite"
-        async with LLMServer(default=answer(random.Random(args.seed))) as llm:
+        async with LLMServer(default=answer(random.Random(args.seed), delay_s=(0.5, 2.0))) as llm:
             config = f"""
 [server]
 story_db = "{db}"

@@ -42,22 +42,22 @@ def test_every_server_message_class_is_in_the_union_clients_decode() -> None:
     assert defined - {p.ServerMessage} == set(server_messages())
 
 
-@pytest.mark.parametrize("cls", p.CLIENT_MESSAGES, ids=lambda c: c.__struct_config__.tag)
-def test_every_client_message_and_its_fields_are_documented(cls: type[p.ClientMessage]) -> None:
-    rows = table_rows("Client -> server")
+def assert_documented(cls: type[msgspec.Struct], heading: str, role: str) -> None:
+    rows = table_rows(heading)
     tag = cls.__struct_config__.tag
-    assert tag in rows, f"{tag} is accepted by the server but not in docs/protocol.md"
+    assert tag in rows, f"{tag} is {role} by the server but not in docs/protocol.md"
     missing = fields_of(cls) - rows[tag]
     assert not missing, f"{tag}: fields {sorted(missing)} are not in docs/protocol.md"
+
+
+@pytest.mark.parametrize("cls", p.CLIENT_MESSAGES, ids=lambda c: c.__struct_config__.tag)
+def test_every_client_message_and_its_fields_are_documented(cls: type[p.ClientMessage]) -> None:
+    assert_documented(cls, "Client -> server", "accepted")
 
 
 @pytest.mark.parametrize("cls", server_messages(), ids=lambda c: c.__struct_config__.tag)
 def test_every_server_message_and_its_fields_are_documented(cls: type[p.ServerMessage]) -> None:
-    rows = table_rows("Server -> client")
-    tag = cls.__struct_config__.tag
-    assert tag in rows, f"{tag} is sent by the server but not in docs/protocol.md"
-    missing = fields_of(cls) - rows[tag]
-    assert not missing, f"{tag}: fields {sorted(missing)} are not in docs/protocol.md"
+    assert_documented(cls, "Server -> client", "sent")
 
 
 def test_every_error_code_and_media_header_field_is_documented() -> None:
