@@ -19,7 +19,9 @@ from collections import deque
 from collections.abc import Callable
 
 WINDOW_S = 1.0
-"""The client's rate is what it took over about this long."""
+"""The client's rate is what it took over about this much time spent behind."""
+FORGET_S = 3.0
+"""A client not behind for this long has no known rate any more: it may have got faster."""
 
 
 def frame_bytes(data: bytes | str) -> int:
@@ -42,19 +44,28 @@ def kernel_send_queue(transport: asyncio.BaseTransport) -> int:
 
 
 class Backlog:
-    """The bytes a connection's client has not taken, and the seconds it would take to take them."""
+    """The bytes a connection's client has not taken, and how fast it takes them when it is behind.
+
+    Only the time between two measurements that ends with bytes still pending tells the client's rate:
+    it was busy taking them all along. Time it ended with nothing pending tells only what the server
+    offered (a client that keeps up takes whatever comes), and counting it would take a fast client
+    for a slow one whenever the server sends little.
+    """
 
     def __init__(
         self,
         pending: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
         window_s: float = WINDOW_S,
+        forget_s: float = FORGET_S,
     ) -> None:
         self._pending = pending
         self._clock = clock
         self._window_s = window_s
+        self._forget_s = forget_s
         self._written = 0
-        self._taken: deque[tuple[float, int]] = deque()  # (time, bytes the client had taken by then)
+        self._last: tuple[float, int] | None = None  # (time, bytes the client had taken by then)
+        self._behind: deque[tuple[float, float, int]] = deque()  # (end, seconds, bytes taken) while behind
 
     @classmethod
     def of(cls, transport: asyncio.WriteTransport) -> Backlog:
@@ -65,15 +76,23 @@ class Backlog:
         """Count a frame handed to the connection."""
         self._written += frame_bytes(data)
 
-    def measure(self) -> tuple[int, float]:
-        """(bytes the client has not taken yet, bytes a second it took over about the last ``window_s``;
-        0 until there is a history to tell)."""
+    def measure(self) -> tuple[int, float | None]:
+        """(bytes the client has not taken yet, bytes a second it took over its last ``window_s`` of
+        being behind; None if it has not been behind in the last ``forget_s``)."""
         now = self._clock()
         pending = self._pending()
         # Only differences of ``taken`` are used: bytes the count misses (pings) do not add up.
         taken = self._written - pending
-        self._taken.append((now, taken))
-        while len(self._taken) > 2 and now - self._taken[1][0] >= self._window_s:
-            self._taken.popleft()
-        t0, taken0 = self._taken[0]
-        return pending, (taken - taken0) / (now - t0) if now > t0 else 0.0
+        if self._last is not None and pending > 0 and now > self._last[0]:
+            self._behind.append((now, now - self._last[0], taken - self._last[1]))
+        self._last = (now, taken)
+        while self._behind and now - self._behind[0][0] > self._forget_s:
+            self._behind.popleft()
+        while (
+            len(self._behind) > 1
+            and sum(s for _, s, _ in self._behind) - self._behind[0][1] >= self._window_s
+        ):
+            self._behind.popleft()
+        if not self._behind:
+            return pending, None
+        return pending, sum(b for _, _, b in self._behind) / sum(s for _, s, _ in self._behind)

@@ -90,16 +90,17 @@ class Outbox:
     def _media_in_time(self) -> list[bytes | str]:
         """Take the media queued (the frames due together, or more after a slow write) and keep what
         reaches the client in time: not older than ``max_age_s``, and all of it within ``backlog_s``
-        behind what is pending at the rate the client takes bytes. A client that cannot take even that
-        gets, once it has taken everything, the newest frame of each kind: it sees the call in steps
-        rather than late. The rest is dropped."""
+        behind what is pending at the rate the client takes bytes when it is behind (a client that has
+        not been behind lately gets it all). A client that cannot take even that gets, once it has taken
+        everything, the newest frame of each kind: it sees the call in steps rather than late. The rest
+        is dropped."""
         now = time.monotonic()
         batch = [data for queued, data in self._media if now - queued <= self._max_age_s]
         self.dropped += len(self._media) - len(batch)
         self._media.clear()
         pending, rate = self._backlog.measure()
         size = sum(frame_bytes(data) for data in batch)
-        if not (rate > 0 and (pending + size) / rate <= self._backlog_s):
+        if rate is not None and (rate <= 0 or (pending + size) / rate > self._backlog_s):
             newest = {data[0]: data for data in batch} if pending == 0 else {}
             kept = [data for data in batch if newest.get(data[0]) is data]
             self.dropped += len(batch) - len(kept)
