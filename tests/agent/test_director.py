@@ -171,14 +171,16 @@ async def test_http_errors_and_malformed_streams_are_reported_retried_and_the_ch
 
 
 async def test_a_slow_endpoint_times_out_and_is_given_up_after_the_retries(llm: LLMServer) -> None:
-    stage = make_stage(llm, timeout_s=0.3, retries=1)
+    # The timeout leaves the request time to arrive on a loaded machine (a process's first request
+    # through the client takes about 0.1 s there); the reply would come long after it.
+    stage = make_stage(llm, timeout_s=1.0, retries=1)
     try:
-        llm.enqueue(Reply(delay_s=2.0, text="late"), Drop())
+        llm.enqueue(Reply(delay_s=60.0, text="late"), Drop())
         await stage.say("Hello?")
         await stage.settle()
         assert stage.director.stats.failed == 2
         assert [e.attempt for e in stage.director.errors] == [1, 2]
-        assert stage.director.errors[0].message == "the LLM endpoint did not answer within 0.3 s"
+        assert stage.director.errors[0].message == "the LLM endpoint did not answer within 1 s"
         assert len(llm.requests) == 2  # one try and one retry, then it waits for the next trigger
     finally:
         await stage.director.stop()
