@@ -27,23 +27,24 @@ from agent.bounds import (
 from agent.plans import Block, Gaze, PlanError, Wait, block_from_builtins
 from agent.realizer import Realizer
 from agent.script import PLANS_DIR, Script, ScriptRunner, script_from_builtins
-from agent.story.format import StoryError, story_from_builtins
+from agent.story.format import STORIES_DIR, StoryError, story_from_builtins
 from agent.story.graph import compile_story
 from agent.tooling import ToolContext
 from events.stamp import Stamper
 from events.vocabulary import EndOfTurn, Gesture, SoundClass, SpeechStarted, TextInput
 from server.protocol import ErrorCode, PlanRun, ProtocolError, decode_client_text, json_depth
 from streaming_model.manifest import build_manifest
-from tests.agent.test_story_graph import GATE
 from tools.character import build_toolbox
 
 MANIFEST = build_manifest()
 CHUNKS = 60
 """Chunks each accepted plan is run for: ten seconds, past the first silence trigger of the base plan."""
 
-# A plan with every part a plan may have: places, idle, a looping timeline with sync points, all triggers.
-BASE_PLAN: dict[str, Any] = tomllib.loads((PLANS_DIR / "living_room.toml").read_text()) | {"loop_s": 120.0}
-BASE_PLAN["timeline"][0]["at_s"] = 0.0
+# A plan with every part a plan may have: places, idle, a looping timeline with sync points, all triggers,
+# its timeline squeezed into the chunks played so that every number in it is used.
+BASE_PLAN: dict[str, Any] = tomllib.loads((PLANS_DIR / "living_room.toml").read_text()) | {"loop_s": 5.0}
+for _i, _entry in enumerate(BASE_PLAN["timeline"]):
+    _entry["at_s"] = 0.5 * _i
 BASE_PLAN["trigger"].append(
     {"on": "text", "contains": "hi", "behaviors": [{"kind": "scene", "name": "shadow"}], "once": True}
 )
@@ -173,7 +174,9 @@ VALUES = st.one_of(st.just(DELETE), JSON, NUMBERS)
 
 @PROPERTY
 @given(path=st.sampled_from(paths(BASE_PLAN)), value=VALUES)
-def test_any_value_in_any_plan_field_gives_a_plan_or_a_plan_error_and_plans_play(path, value) -> None:
+def test_any_value_in_any_plan_field_gives_a_plan_or_a_plan_error_and_plans_play(
+    path: tuple[Any, ...], value: Any
+) -> None:
     data = changed(BASE_PLAN, path, value)
     script = plan_or_error(data)
     event("plan accepted" if script is not None else "plan refused")
@@ -204,7 +207,9 @@ def number_paths(value: Any) -> list[tuple[Any, ...]]:
 
 @PROPERTY
 @given(path=st.sampled_from(number_paths(BASE_PLAN) + number_paths(BASE_BLOCK)), value=NUMBERS)
-def test_any_number_in_any_numeric_field_gives_a_plan_or_a_plan_error_and_plans_play(path, value) -> None:
+def test_any_number_in_any_numeric_field_gives_a_plan_or_a_plan_error_and_plans_play(
+    path: tuple[Any, ...], value: Any
+) -> None:
     in_plan = path in number_paths(BASE_PLAN)
     data = changed(BASE_PLAN if in_plan else BASE_BLOCK, path, value)
     if in_plan:
@@ -223,6 +228,35 @@ def test_any_number_in_any_numeric_field_gives_a_plan_or_a_plan_error_and_plans_
     played(realizer)
 
 
+EXTREMES = [1e308, -1e308, 1e-300, -1e300, float("inf"), float("nan"), 2**70]
+
+
+@pytest.mark.parametrize("base", ["plan", "block"])
+def test_every_numeric_field_with_every_extreme_gives_a_plan_or_a_plan_error_and_plans_play(
+    base: str,
+) -> None:
+    data = BASE_PLAN if base == "plan" else BASE_BLOCK
+    refused = 0
+    for path in number_paths(data):
+        for value in EXTREMES:
+            changed_data = changed(data, path, value)
+            if base == "plan":
+                script = plan_or_error(changed_data)
+                if script is None:
+                    refused += 1
+                else:
+                    run_script(script)
+                continue
+            realizer = Realizer()
+            try:
+                realizer.submit(block_from_builtins(changed_data))
+            except PlanError:
+                refused += 1
+                continue
+            played(realizer)
+    assert refused > 0
+
+
 def _has_non_json(value: Any) -> bool:
     """Whether JSON text changes ``value`` (NaN and infinities are not JSON; msgspec reads them back
     differently than Python wrote them)."""
@@ -237,7 +271,9 @@ def _has_non_json(value: Any) -> bool:
 
 @PROPERTY
 @given(path=st.sampled_from(paths(BASE_BLOCK)), value=VALUES)
-def test_any_value_in_any_block_field_gives_a_block_or_a_plan_error_and_blocks_play(path, value) -> None:
+def test_any_value_in_any_block_field_gives_a_block_or_a_plan_error_and_blocks_play(
+    path: tuple[Any, ...], value: Any
+) -> None:
     data = changed(BASE_BLOCK, path, value)
     realizer = Realizer()
     try:
@@ -252,7 +288,9 @@ def test_any_value_in_any_block_field_gives_a_block_or_a_plan_error_and_blocks_p
 
 @PROPERTY
 @given(path=st.sampled_from(paths(BASE_PLAN)), depth=st.integers(min_value=0, max_value=3 * MAX_JSON_DEPTH))
-def test_nesting_beyond_the_bound_is_bad_json_and_within_it_is_decoded(path, depth) -> None:
+def test_nesting_beyond_the_bound_is_bad_json_and_within_it_is_decoded(
+    path: tuple[Any, ...], depth: int
+) -> None:
     value: Any = 0
     for _ in range(depth):
         value = [value]
@@ -286,7 +324,7 @@ TRICKY = st.recursive(
 
 @PROPERTY
 @given(value=TRICKY)
-def test_the_depth_scan_counts_brackets_outside_strings_only(value) -> None:
+def test_the_depth_scan_counts_brackets_outside_strings_only(value: Any) -> None:
     assert json_depth(json.dumps(value).encode()) == true_depth(value)
 
 
@@ -305,7 +343,7 @@ def test_the_directors_tools_go_through_the_same_bounds() -> None:
 
 
 def test_a_story_beats_inline_plan_goes_through_the_same_bounds() -> None:
-    data = copy.deepcopy(GATE)
+    data = tomllib.loads((STORIES_DIR / "garden_gate.toml").read_text())
     data["beats"]["gate"]["plan"]["behaviors"][0]["start"] = {"offset_s": 1e308}
     with pytest.raises(StoryError) as caught:
         compile_story(story_from_builtins(data), MANIFEST)
