@@ -12,6 +12,7 @@ slow, overflow a conversion to chunks, or grow the realizer's work without end. 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 MAX_BEHAVIORS = 64
 """Behaviors in one block."""
@@ -71,3 +72,17 @@ NAME_PATTERN = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_NAME_CHARS}}}")
 MAX_JSON_DEPTH = 32
 """Deepest nesting of arrays and objects in a client's text message (a real plan nests about 8 deep);
 deeper messages are refused before they are decoded."""
+
+
+def largest_plan(behaviors: int = MAX_SCRIPT_BEHAVIORS) -> dict[str, Any]:
+    """A looping plan (as ``plan.run`` carries it) of ``behaviors`` ten-minute gazes in timeline entries of
+    ``MAX_BEHAVIORS``, all starting in the first second of a ``MIN_LOOP_S`` loop: every loop asks for all of
+    them again. With the default it is the costliest plan these bounds accept for the realizer's chunks; with
+    960 it is the flood of issue 12 (a 58 KB message), which they refuse. Benchmarks and tests measure it."""
+    entries = -(-behaviors // MAX_BEHAVIORS)
+    timeline = []
+    for i in range(entries):
+        n = min(MAX_BEHAVIORS, behaviors - i * MAX_BEHAVIORS)
+        gaze = {"kind": "gaze", "x": 0.5, "y": -0.5, "duration_s": MAX_DURATION_S}
+        timeline.append({"at_s": round(i * MIN_LOOP_S / (entries + 1), 3), "behaviors": [gaze] * n})
+    return {"name": "largest", "loop_s": MIN_LOOP_S, "timeline": timeline}

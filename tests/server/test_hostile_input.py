@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent.bounds import MAX_JSON_DEPTH, MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS, MAX_SCRIPT_BEHAVIORS
+from agent.bounds import (
+    MAX_JSON_DEPTH,
+    MAX_LIVE_BEHAVIORS,
+    MAX_LIVE_BLOCKS,
+    MAX_SCRIPT_BEHAVIORS,
+    largest_plan,
+)
 from agent.script import PLANS_DIR
 from server.app import OnstageServer
 from server.client import SessionClient
@@ -222,32 +228,20 @@ async def test_a_bad_plan_name_is_answered_without_the_servers_paths(url: str, n
 # -------------------------------------------------------------------------------------- what a plan costs
 
 
-def flood_plan(behaviors: int, entries: int) -> dict[str, Any]:
-    """A looping plan of ``entries`` timeline entries sharing ``behaviors`` long gazes, all in the first
-    second of a one-second loop: the most a plan can ask of the realizer per loop."""
-    per = behaviors // entries
-    gazes = [{**GAZE, "duration_s": 600.0} for _ in range(per)]
-    return {
-        "name": "flood",
-        "loop_s": 1.0,
-        "timeline": [{"at_s": i * 0.05, "behaviors": gazes} for i in range(entries)],
-    }
-
-
 async def test_a_plan_of_960_behaviors_is_refused_and_the_largest_accepted_one_stays_bounded(
     server: OnstageServer, url: str
 ) -> None:
     async with SessionClient(url) as client:
         started = await client.start(seed=8)
-        await client.send({"type": "plan.run", "plan": flood_plan(960, 15), "ref": "huge"})
+        await client.send({"type": "plan.run", "plan": largest_plan(960), "ref": "huge"})
         answer = await answer_to(client, "huge")
         assert (answer["type"], answer.get("code"), answer.get("fatal")) == ("error", "bad_field", False)
         assert f"at most {MAX_SCRIPT_BEHAVIORS} behaviors" in answer["message"]
 
-        await client.send({"type": "plan.run", "plan": flood_plan(MAX_SCRIPT_BEHAVIORS, 4), "ref": "big"})
+        await client.send({"type": "plan.run", "plan": largest_plan(), "ref": "big"})
         assert (await answer_to(client, "big"))["type"] == "input.accepted"
         realizer = server.sessions[started["session_id"]].conductor.minds.realizer
-        # Four loops: without a bound, every loop would add four 64-behavior blocks that last ten minutes.
+        # Four loops: without a bound, every loop would add four more 64-behavior blocks of ten minutes.
         first = client.received.video[-1].header["chunk"] if client.received.video else 0
         await client.wait_frame(lambda f: f.header["chunk"] >= first + 4 * 6, timeout=60)
         script = [e.block for e in realizer._entries if e.block.source == "script"]
