@@ -86,7 +86,7 @@ class OnstageServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> Server:
         """Listen on ``host:port`` (port 0 picks a free one)."""
-        heap.freeze_loaded()  # the models are loaded: what exists now lives as long as the server
+        heap.prepare_for_serving()  # the models are loaded: what exists now lives as long as the server
         self._server = await serve(
             self._handle,
             host,
