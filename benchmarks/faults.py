@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -194,6 +195,7 @@ async def main(args: argparse.Namespace) -> None:
             "slow reader": lambda end: slow_reader(url, end),
         }
         for name, phase in phases.items():
+            print(f"phase: {name}", file=sys.stderr)
             began = time.monotonic()
             what = await phase(began + args.seconds)
             rows.append((name, began, time.monotonic(), what))
