@@ -22,8 +22,10 @@ import http
 import logging
 import secrets
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -34,6 +36,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from events.errors import BadInput
+from server import heap
 from server import protocol as p
 from server.access import Access, HostGate
 from server.auth import check_token
@@ -58,6 +61,7 @@ class LiveSession:
     """The connection it streams to; None while it waits for its client to resume."""
     expires: asyncio.TimerHandle | None = None
     left_at: float = 0.0  # when its client went away (the longest waiting is ended first)
+    dropped_before: int = 0  # media its earlier connections dropped
     closed: bool = False
     token: str | None = None
     """The client token this session was opened with (None without a token secret)."""
@@ -97,6 +101,7 @@ class OnstageServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> Server:
         """Listen on ``host:port`` (port 0 picks a free one)."""
+        heap.prepare_for_serving()  # the models are loaded: what exists now lives as long as the server
         server = await serve(
             self._handle,
             host,
@@ -364,7 +369,7 @@ class OnstageServer:
             live.expires = None
         previous, live.outbox = live.outbox, outbox
         if previous is not None and previous is not outbox:
-            self.stats.media_dropped_total += previous.dropped
+            live.dropped_before += previous.dropped
             await previous.ws.close(1000, "resumed elsewhere")
         started = msgspec.structs.replace(
             self.factory.started_message(live.conductor.session_id),
@@ -378,7 +383,7 @@ class OnstageServer:
     def _detach(self, live: LiveSession) -> None:
         """The client went away: the session pauses and waits ``resume_grace_s`` for it to come back. Its
         live slot is free at once; past ``max_waiting_sessions`` waiting, the longest waiting is ended."""
-        self.stats.media_dropped_total += _dropped(live)  # its connection's drops; the conductor's stay
+        live.dropped_before += live.outbox.dropped if live.outbox is not None else 0
         live.outbox = None
         live.conductor.attach(None)
         loop = asyncio.get_running_loop()
@@ -392,19 +397,29 @@ class OnstageServer:
     def _end_soon(self, live: LiveSession) -> None:
         """End a session from synchronous code: it is off the books now, its parts are freed in a task."""
         if self._retire(live):
-            task = asyncio.get_running_loop().create_task(live.conductor.close())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._background(self._free(live))
+
+    def _background(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(job)
+        self._closing.add(task)  # held until done (the loop keeps only weak references to tasks)
+        task.add_done_callback(self._closing.discard)
 
     async def _end(self, live: LiveSession) -> None:
         if self._retire(live):
-            await live.conductor.close()
+            await self._free(live)
+
+    async def _free(self, live: LiveSession) -> None:
+        """Stop a retired session's work and give what it held back to the system (``server.heap``)."""
+        await live.conductor.close()
+        # In a task of its own: by the time it runs, this frame, which refers to the session, is gone.
+        self._background(heap.release_ended())
 
     def _retire(self, live: LiveSession) -> bool:
         """Take a session off the server's books (nothing can resume it after this); False if it was."""
         if live.closed:
             return False
         live.closed = True
+        live.conductor.on_fatal = None  # it refers back to the session
         if live.expires is not None:
             live.expires.cancel()
         self.sessions.pop(live.conductor.session_id, None)
@@ -413,7 +428,9 @@ class OnstageServer:
 
 
 def _dropped(live: LiveSession) -> int:
-    return live.conductor.frames_dropped + (live.outbox.dropped if live.outbox is not None else 0)
+    """Media frames a session dropped: while no client was there, and on each of its connections."""
+    now = live.outbox.dropped if live.outbox is not None else 0
+    return live.conductor.frames_dropped + live.dropped_before + now
 
 
 def _client_token(request: Request) -> str | None:

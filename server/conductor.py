@@ -275,7 +275,8 @@ class Conductor:
         await self.player.close()
         await self.ears.close()
         self.bus.close()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # Off the event loop: the chunk in flight finishes first, and other sessions must not wait for it.
+        await asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=True)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._closed:
