@@ -18,7 +18,7 @@ lint: setup
 typecheck: setup
 	.venv/bin/mypy
 
-test: lint
+test: lint typecheck
 	@scripts/setup-browser
 	$(PY) -m pytest
 

@@ -274,10 +274,10 @@ class RealizerSnapshot:
                 voice.behavior = speech[key]
         voices: dict[str, tuple[_Entry, _Voice]] = {}
         for speech_id, (i, key) in state.voices.items():
-            voice = entries[i].voices.get(key) if 0 <= i < len(entries) else None
-            if voice is None:
+            found = entries[i].voices.get(key) if 0 <= i < len(entries) else None
+            if found is None:
                 raise ValueError(f"realizer state: voice {speech_id!r} names no voice of its entry")
-            voices[speech_id] = (entries[i], voice)
+            voices[speech_id] = (entries[i], found)
         if set(state.epochs) != set(SOURCE_RANK):
             raise ValueError(f"realizer state: epochs of {sorted(state.epochs)}, not of every source")
         return cls(

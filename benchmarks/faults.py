@@ -122,7 +122,7 @@ async def faults(url: str, until: float, tally: Tally) -> None:
 
 async def ping_slowly(client: SlowClient, until: float) -> list[float]:
     """Ping once a second until ``until``; the seconds each pong took."""
-    delays = []
+    delays: list[float] = []
     while time.monotonic() < until:
         await asyncio.sleep(1.0)
         ref = f"p{len(delays)}"

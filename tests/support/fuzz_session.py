@@ -70,6 +70,7 @@ def judge(frame: FuzzInput, answers: list[dict[str, Any]]) -> str | None:
     if len(answers) != 1:
         return f"{len(answers)} answers where one was due: {[_short(a) for a in answers]}"
     (answer,) = answers
+    want: tuple[str, str | None, str | None]
     if kind == "error":
         want = ("error", str(decoded.code), decoded.ref)
     elif isinstance(decoded, p.Ping):

@@ -337,7 +337,7 @@ def mutated(draw: st.DrawFn, message: dict, tame: bool) -> Any:
         elif change == "tag":
             out["type"] = draw(
                 st.one_of(
-                    st.sampled_from(sorted(m.__struct_config__.tag for m in p.CLIENT_MESSAGES)),
+                    st.sampled_from(sorted(str(m.__struct_config__.tag) for m in p.CLIENT_MESSAGES)),
                     strings(20),
                     json_values(tame, max_leaves=2),
                 )
@@ -395,7 +395,7 @@ def garbled(text: str, tame: bool) -> st.SearchStrategy[str]:
         st.just(text),
         st.sampled_from(GARBLES),
         st.floats(0.0, 1.0),
-        st.one_of(st.sampled_from('{}[]":,\\ \x00'), st.characters(exclude_categories=("Cs",))),
+        st.one_of(st.sampled_from('{}[]":,\\ \x00'), st.characters(exclude_categories=["Cs"])),
         st.integers(1, TAME_DEPTH if tame else 5000),
         st.one_of(st.sampled_from(JSON_LITERALS), st.sampled_from(JUNK)),
     )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.client import ClientProtocol
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.uri import parse_uri
 
@@ -136,10 +136,11 @@ class SlowClient:
                 if isinstance(event, Response):
                     self._open.set()
                     continue
+                assert isinstance(event, Frame)
                 if event.opcode is Opcode.TEXT:
-                    self.arrivals.append(Arrival(now, message=json.loads(event.data)))
+                    self.arrivals.append(Arrival(now, message=json.loads(bytes(event.data))))
                 elif event.opcode is Opcode.BINARY:
-                    kind, header, _ = decode_media(event.data)
+                    kind, header, _ = decode_media(bytes(event.data))
                     self.arrivals.append(Arrival(now, kind=kind, header=header))
             self._changed.set()
             await self._flush()  # answers to the server's pings, a close
