@@ -161,7 +161,8 @@ def decode_client_text(data: str | bytes) -> ClientMessage:
 
     Arrays and objects nested deeper than ``MAX_JSON_DEPTH`` are refused as ``bad_json`` before decoding.
     """
-    raw = data.encode() if isinstance(data, str) else data
+    # surrogatepass: a lone surrogate becomes the invalid UTF-8 it is, which the decoder refuses.
+    raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
     if (depth := json_depth(raw)) > MAX_JSON_DEPTH:
         raise ProtocolError(
             ErrorCode.BAD_JSON, f"nested {depth} levels deep; at most {MAX_JSON_DEPTH} levels are accepted"

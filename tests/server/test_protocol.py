@@ -72,6 +72,9 @@ def test_every_client_message_type_in_the_protocol_decodes() -> None:
         ('{"type": "input.gesture", "gesture": 5, "ref": "d"}', ErrorCode.BAD_FIELD, "d"),
         ('{"type": "session.start", "director": "telepathy"}', ErrorCode.BAD_FIELD, None),
         ('{"type": "ping", "ref": "' + "x" * 65 + '"}', ErrorCode.BAD_FIELD, None),
+        # A lone surrogate, raw or escaped, is no text a client can mean: bad JSON, not a crash.
+        ('{"type": "input.text", "text": "\ud800"}', ErrorCode.BAD_JSON, None),
+        (json.dumps({"type": "input.text", "text": "\ud800"}), ErrorCode.BAD_JSON, None),
     ],
 )
 def test_a_malformed_message_gets_its_error_code_and_echoes_its_ref(text: str, code: ErrorCode, ref) -> None:
