@@ -25,6 +25,9 @@ LEAD = 3.0
 
 ATTEMPTS = 12
 """Gestures a test sends at most before what it waits for has happened."""
+REPLACE_ATTEMPTS = 30
+"""The same for three replacements: on a loaded machine most gestures come while the chunk they land on is
+still denoised (a redirect, not a replacement); the loop ends as soon as three were replaced."""
 
 GESTURES: list[dict[str, Any]] = [
     {"gesture": "wave"},
@@ -104,7 +107,7 @@ async def test_an_input_landing_on_a_generated_unsent_chunk_replaces_it(ahead: O
     async with SessionClient(f"ws://127.0.0.1:{ahead.port}/v1/session") as client:
         await client.start(seed=2)
         shown: list[Shown] = []
-        for i in range(ATTEMPTS):
+        for i in range(REPLACE_ATTEMPTS):
             shown.append(await gesture_after(client, ahead, f"g{i}", GESTURES[i % len(GESTURES)], 2, LEAD))
             if sum(s.replaced for s in shown) >= 3:
                 break
