@@ -35,12 +35,15 @@ class ActionSpec(msgspec.Struct, frozen=True):
 
 
 class Manifest(msgspec.Struct, frozen=True):
-    """Everything a caller may put in a chunk condition, plus the clock the model runs on."""
+    """Everything a caller may put in a chunk condition, plus the clock and picture the model runs on.
+
+    Everything outside the model's own package reads the clock and the picture size from here."""
 
     version: int
     fps: int
     frames_per_chunk: int
-    frame_size: int
+    width: int
+    height: int
     actions: tuple[ActionSpec, ...]
     emotions: tuple[str, ...]
     gaze: str
@@ -48,6 +51,16 @@ class Manifest(msgspec.Struct, frozen=True):
     audio_envelope: str
     scene_events: tuple[str, ...]
     identities: int
+
+    @property
+    def frame_s(self) -> float:
+        """Seconds one frame is shown."""
+        return 1.0 / self.fps
+
+    @property
+    def chunk_s(self) -> float:
+        """Seconds one chunk covers."""
+        return self.frames_per_chunk / self.fps
 
 
 SIDES: tuple[str, ...] = ("other", "left", "right")
@@ -103,18 +116,26 @@ SCENE_EVENTS: tuple[str, ...] = ("floor", "shadow")
 NUM_IDENTITIES = 6
 
 
-def build_manifest() -> Manifest:
-    """Return the manifest of the shipped model."""
+def build_manifest(
+    *,
+    fps: int = FPS,
+    frames_per_chunk: int = FRAMES_PER_CHUNK,
+    width: int = FRAME_SIZE,
+    height: int = FRAME_SIZE,
+) -> Manifest:
+    """The manifest of the shipped model; with other arguments, its vocabulary at another clock and
+    picture (what a backend that draws the same world another way declares)."""
     return Manifest(
-        version=2,
-        fps=FPS,
-        frames_per_chunk=FRAMES_PER_CHUNK,
-        frame_size=FRAME_SIZE,
+        version=3,
+        fps=fps,
+        frames_per_chunk=frames_per_chunk,
+        width=width,
+        height=height,
         actions=ACTIONS,
         emotions=EMOTIONS,
         gaze="Eyes look at gaze (x, y) in [-1, 1]^2 for every action; look_at also turns the head.",
         speaking="speaking=True opens the mouth by the audio envelope; False keeps it closed (listening).",
-        audio_envelope="Four values in [0, 1] per chunk, one per frame: the loudness of the voice.",
+        audio_envelope=f"{frames_per_chunk} values in [0, 1] per chunk, one per frame: the voice's loudness.",
         scene_events=SCENE_EVENTS,
         identities=NUM_IDENTITIES,
     )

@@ -81,3 +81,12 @@ def test_manifest_is_json_and_lists_actions_and_emotions() -> None:
     assert [p.name for p in look.params] == ["target_x", "target_y"]
     wave = next(a for a in m.actions if a.name == "wave")
     assert wave.params[0].choices == ("left", "right")
+
+
+def test_the_manifest_states_its_clock_and_picture_and_can_be_built_at_another() -> None:
+    default = build_manifest()
+    assert (default.fps, default.frames_per_chunk, default.width, default.height) == (24, 4, 128, 128)
+    assert default.chunk_s == 4 / 24 and default.frame_s == 1 / 24
+    other = build_manifest(fps=16, frames_per_chunk=12, width=160, height=96)
+    assert (other.chunk_s, other.width, other.height) == (0.75, 160, 96)
+    assert other.actions == default.actions and "12 values" in other.audio_envelope
