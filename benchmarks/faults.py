@@ -21,9 +21,13 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
 from served import served, session_url
 
 from server.client import SessionClient, VideoFrame
