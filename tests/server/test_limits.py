@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from server.limits import TokenBucket
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests.support.clock import ManualClock
 
 
 def test_a_burst_passes_then_the_excess_is_refused_until_tokens_refill() -> None:
-    clock = Clock()
+    clock = ManualClock()
     bucket = TokenBucket(rate=10.0, burst=5.0, clock=clock)
     assert [bucket.take() for _ in range(6)] == [True] * 5 + [False]
     clock.t = 0.25
@@ -24,14 +17,14 @@ def test_a_burst_passes_then_the_excess_is_refused_until_tokens_refill() -> None
 
 
 def test_a_request_larger_than_what_is_left_takes_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock()
     bucket = TokenBucket(rate=1.0, burst=3.0, clock=clock)
     assert not bucket.take(4.0)
     assert bucket.take(3.0)
 
 
 def test_tokens_never_exceed_the_burst() -> None:
-    clock = Clock()
+    clock = ManualClock()
     bucket = TokenBucket(rate=100.0, burst=2.0, clock=clock)
     clock.t = 60.0
     assert [bucket.take() for _ in range(3)] == [True, True, False]
