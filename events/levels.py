@@ -86,7 +86,8 @@ class PitchTracker:
         k = int(peaks[np.argmax(seg[peaks] >= 0.9 * best)])
         a, b, c = seg[k - 1], seg[k], seg[k + 1]
         shift = 0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0
-        return SAMPLE_RATE / (self.min_lag - 1 + k + shift)
+        # A Python float: a numpy scalar in an event cannot be encoded for a client.
+        return float(SAMPLE_RATE / (self.min_lag - 1 + k + shift))
 
 
 class LevelMeter:

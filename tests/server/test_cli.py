@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from PIL import Image, WebPImagePlugin
 
+from events.vocabulary import (
+    AudioLevel,
+    EndOfTurn,
+    SoundClass,
+    SoundOnset,
+    SpeechStarted,
+    SpeechStopped,
+    Transcript,
+    decode_event,
+)
 from server.cli import main
 from server.demo_audio import write_demo_wav
 from streaming_model.render import DEMO
@@ -22,6 +33,23 @@ def test_listen_prints_one_json_event_per_line_with_its_type_and_position(tmp_pa
     assert "audio.level" not in kinds
     started = [e["audio_ms"] for e in events if e["type"] == "speech.started"]
     assert started[0] == pytest.approx(500.0, abs=100.0)  # the demo's first words begin at 0.5 s
+
+
+def test_listen_with_levels_prints_every_event_the_ears_make_as_json_that_decodes_back(
+    tmp_path, capsys
+) -> None:
+    # The real listeners (silero-vad, onsets, YAMNet, Whisper, the level meter with its pitch) over the demo
+    # recording: every kind of event they make reaches the command line, voiced frames with their pitch.
+    wav = write_demo_wav(tmp_path / "demo.wav")
+    assert main(["listen", str(wav), "--levels"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    events = [decode_event(line) for line in lines]
+    kinds = {type(e) for e in events}
+    assert {SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Transcript, EndOfTurn, AudioLevel} <= kinds
+    assert [msgspec.json.encode(e).decode() for e in events] == lines  # nothing lost in the round trip
+    pitches = [e.pitch_hz for e in events if isinstance(e, AudioLevel) and e.pitch_hz is not None]
+    # A voice's range (the tracker looks for 60 to 500 Hz, give or take the interpolation between lags).
+    assert pitches and all(type(p) is float and 55.0 <= p <= 520.0 for p in pitches)
 
 
 def test_listen_on_a_file_that_is_not_a_wav_says_so(tmp_path, capsys) -> None:
