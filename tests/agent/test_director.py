@@ -309,3 +309,21 @@ async def test_a_turn_is_told_once_whether_the_client_or_the_server_transcribed_
     await stage.settle()
     [told] = [m["content"] for m in stage.llm.requests[0]["messages"] if m["role"] == "user"]
     assert told.splitlines() == ['The user said: "good morning"', 'The user said: "how are"']
+
+
+async def test_a_long_conversation_keeps_one_checkpoint_not_one_per_step_of_every_run(stage: Stage) -> None:
+    # The checkpointer stored every step of every run (about 0.3 MiB a run with a full history): a
+    # ten-minute call piled up hundreds. Only the latest state is ever read, and it is all still there.
+    for i in range(12):
+        stage.llm.enqueue(Reply(tool_calls=[Call("say", {"text": f"Answer {i}."})]), Reply(text=""))
+        await stage.say(f"Question {i}?")
+        await stage.settle()
+    director = stage.director
+    assert director.stats.completed == 12
+    assert len(list(director._graph.get_state_history(director._thread))) == 1
+    history = await director.history()
+    assert (
+        history[-1]["role"] == "assistant"
+        and {"role": "user", "content": 'The user said: "Question 11?"'} in history
+    )
+    assert len(history) == director.config.history_messages  # 12 turns of 4 messages, trimmed to the newest
