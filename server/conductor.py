@@ -72,6 +72,7 @@ from server.media import CHUNK_FRAMES, CHUNK_S, FRAME_S, encode_jpeg, frame_pts_
 from server.speech import SpeechPlayer
 from streaming_model.condition import ChunkCondition
 from streaming_model.manifest import FRAME_SIZE
+from streaming_model.runtime import SessionSnapshot
 from streaming_model.worker import ModelWorker
 
 log = logging.getLogger(__name__)
@@ -648,12 +649,12 @@ class Conductor:
         """Worker thread: a chunk's frames as JPEG images (finishing it, with commit and decode)."""
         return [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
 
-    async def _capture(self) -> bytes | None:
+    async def _capture(self) -> SessionSnapshot | bytes | None:
         """The generator's state for a story checkpoint, encoded in the worker; None when the backend
         takes no snapshots (a rewind then continues the picture from wherever it is)."""
         if self.worker.manifest.capabilities.snapshots == "none":
             return None
-        return await self.worker.export_state()
+        return await self.worker.capture()
 
     # ------------------------------------------------------------------------------ output
 

@@ -3,7 +3,7 @@
     worker = ModelWorker(backend, identity=2, seed=7)           # opens (prefills) in its thread
     jpegs = await worker.produce(cond, cancel, encode_frames)    # None if cancel came first
     jpegs = await worker.replace(cond, cancel, encode_frames)    # the last chunk again, under cond
-    blob = await worker.export_state(); await worker.restore_state(blob)
+    state = await worker.capture(); await worker.restore_state(state)
     await worker.close()
 
 Every call runs in the worker's thread, in the order made, so opening, prefill, snapshots, restores and
@@ -30,6 +30,7 @@ import torch
 
 from .backend import Backend, BackendManifest, BackendSession, apply_fallbacks
 from .condition import ChunkCondition
+from .runtime import SessionSnapshot
 
 T = TypeVar("T")
 
@@ -103,9 +104,10 @@ class ModelWorker:
         """Continue from a snapshot."""
         await self._call(lambda: self.session.restore(snap))
 
-    async def export_state(self) -> bytes:
-        """The committed state now, as the backend's portable bytes (for the story store)."""
-        return await self._call(lambda: self.session.export_state(self.session.snapshot()))
+    async def capture(self) -> SessionSnapshot | bytes:
+        """The committed state now, for the story store: the tiny model's snapshot as it is (the store
+        encodes it as its ``snapshot`` rows always were), any other backend's as its portable bytes."""
+        return await self._call(self._capture)
 
     async def restore_state(self, state: object) -> None:
         """Continue from a stored state: the backend's bytes, or a snapshot object (checkpoints of an
@@ -144,6 +146,11 @@ class ModelWorker:
         if out is None:
             session.restore(before)
         return out
+
+    def _capture(self) -> SessionSnapshot | bytes:
+        session = self.session
+        snap = session.snapshot()
+        return snap if isinstance(snap, SessionSnapshot) else session.export_state(snap)
 
     def _close(self) -> None:
         if self._opened.exception() is None:  # done: it ran before this call
