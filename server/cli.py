@@ -72,6 +72,7 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
 
     ValueError (``ConfigFileError`` for the file) says what does not fit."""
     from server.config import load_server_config
+    from streaming_model.backends import BACKENDS, parse_options
 
     config = load_server_config(args.config)
     changes: dict[str, Any] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
@@ -80,6 +81,10 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
         changes["token_secret"] = secret
     if args.story_db is not None:
         changes["story_db"] = args.story_db
+    if args.backend is not None:
+        changes["backend"] = args.backend
+    if args.backend_option:
+        changes["backend_options"] = {**config.backend_options, **parse_options(args.backend_option)}
     if args.max_sessions is not None:
         changes["limits"] = msgspec.structs.replace(config.limits, max_sessions=args.max_sessions)
     if args.sessions_per_token is not None and args.sessions_per_token < 1:
@@ -91,6 +96,8 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
         sessions_per_token=args.sessions_per_token or config.access.sessions_per_token,
     )
     config = msgspec.structs.replace(config, **changes)
+    if config.backend not in BACKENDS:
+        raise ValueError(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
     if config.token_secret is None and not _is_loopback(config.host):
         raise ValueError("without a token secret the server binds loopback only")
     return config
@@ -107,13 +114,18 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     from agent.director_config import load_config
     from server.app import OnstageServer
     from server.sessions import SessionDefaults, SessionFactory
-    from streaming_model.runtime import Generator
+    from streaming_model.backends import open_backend
+    from streaming_model.weights import WeightsError
 
-    print("onstage: loading the models...", file=sys.stderr)
-    generator = await asyncio.to_thread(Generator.load)
+    print(f"onstage: loading the models (backend {config.backend})...", file=sys.stderr)
+    try:
+        backend = await asyncio.to_thread(open_backend, config.backend, dict(config.backend_options))
+    except (ValueError, WeightsError) as exc:
+        print(f"onstage serve: {exc}", file=sys.stderr)
+        return 2
     factory = await asyncio.to_thread(
         SessionFactory,
-        generator,
+        backend,
         director=load_config(config_path),
         defaults=SessionDefaults(character=config.character, plan=config.plan),
         story_db=config.story_db,
@@ -208,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--sessions-per-token", type=int, help="live sessions one client token may hold at once (default 1)"
     )
     serve.add_argument("--story-db", help="an SQLite file for story checkpoints (kept across restarts)")
+    serve.add_argument("--backend", help="the video model: tiny (the default, the trained model) or world")
+    serve.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option of the backend, e.g. fps=16, chunk_frames=12, width=160, height=96 for world"
+        " (repeatable)",
+    )
     serve.set_defaults(run=_serve)
 
     render = sub.add_parser("render", help="render a short scripted sequence of actions to a video file")

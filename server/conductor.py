@@ -38,13 +38,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import numpy as np
-import torch
 
 from agent.minds import Minds
 from agent.progress import CharacterSpeech, DirectorError, DirectorPlan, InputUnshown
@@ -74,7 +72,8 @@ from server.media import CHUNK_FRAMES, CHUNK_S, FRAME_S, encode_jpeg, frame_pts_
 from server.speech import SpeechPlayer
 from streaming_model.condition import ChunkCondition
 from streaming_model.manifest import FRAME_SIZE
-from streaming_model.runtime import Session as ModelSession
+from streaming_model.runtime import SessionSnapshot
+from streaming_model.worker import ModelWorker
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +151,7 @@ class Conductor:
         self,
         *,
         session_id: str,
-        model: ModelSession,
+        worker: ModelWorker,
         minds: Minds,
         bus: EventBus,
         ears: EarsService,
@@ -161,18 +160,22 @@ class Conductor:
         config: ConductorConfig | None = None,
     ) -> None:
         self.session_id = session_id
-        self.model = model
+        self.worker = worker
         self.minds = minds
         self.bus = bus
         self.ears = ears
         self.player = player
         self.stamper = stamper
         self.config = config or ConductorConfig()
+        caps = worker.manifest.capabilities
+        # Replacing a generated chunk rolls it back, and restores it when the replacement is too late.
+        self.replaces = self.config.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
+        self.exact_rewinds = caps.snapshots == "exact"
+        """Whether a story rewind continues the picture exactly (else the client is told it does not)."""
         self._send: Send | None = None
         self._attached = asyncio.Event()  # cleared while no client is there: generation pauses
         self._attached.set()
         self._left_at = 0.0
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"gen-{session_id}", initializer=_one_thread)
         self._ready: asyncio.Queue[ReadyChunk] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._urgent: Subscription | None = None
@@ -180,7 +183,6 @@ class Conductor:
         self._seq = 0
         self._t0 = 0.0
         self.chunk_times: deque[float] = deque(maxlen=200)
-        self.finish_times: deque[float] = deque(maxlen=200)  # commit, decode and encode of each chunk
         self.reactions_ms: deque[float] = deque(maxlen=500)
         self.frames_sent = 0
         self.frames_dropped = 0
@@ -200,6 +202,7 @@ class Conductor:
         )
         self.story: StoryPlayer | None = None
         self._story_moved = False
+        self._restoring = False  # a story rewind or resume is putting a checkpoint back
         self.on_fatal: Callable[[p.Error], Coroutine[Any, Any, None]] | None = None
         """Set by the server: called once if a task the session needs fails."""
 
@@ -240,12 +243,13 @@ class Conductor:
         for task in self._tasks:
             task.add_done_callback(self._task_done)
 
-    def continue_from(self, chunk: int, generator_state: object | None) -> None:
+    async def continue_from(self, chunk: int, generator_state: object | None) -> None:
         """Before ``start``: go on from a checkpoint (a revived session): the generator's state, and the
         chunk the realizer decides next. The media clock of the new connection starts at 0."""
         if generator_state is not None:
-            self.model.restore(generator_state)  # type: ignore[arg-type]  # the snapshot it took; opaque in the store
+            await self.worker.restore_state(generator_state)
         self._k = chunk
+        self._restoring = True  # the first story.state (at start) says how exactly it continues
 
     def attach(self, send: Send | None) -> None:
         """Point media at a new connection (resume), or at nothing while the client is away: then the
@@ -276,7 +280,7 @@ class Conductor:
         await self.ears.close()
         self.bus.close()
         # Off the event loop: the chunk in flight finishes first, and other sessions must not wait for it.
-        await asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=True)
+        await self.worker.close()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._closed:
@@ -358,14 +362,19 @@ class Conductor:
         return await future
 
     async def _rewind(self, story: StoryPlayer, checkpoint: str) -> None:
-        restored = await story.rewind(checkpoint)
+        self._restoring = True
+        try:
+            restored = await story.rewind(checkpoint)
+        finally:
+            self._restoring = False
         self.player.interrupt(self._last_frame + 1)
         if restored.generator is not None:
-            self.model.restore(restored.generator)  # type: ignore[arg-type]  # the snapshot it took; opaque in the store
+            await self.worker.restore_state(restored.generator)
         self._k = restored.chunk + 1
 
     def _on_story_move(self, view: StoryView) -> None:
         self._story_moved = True
+        approximate, self._restoring = self._restoring and not self.exact_rewinds, False
         message = p.StoryState(
             node=view.node,
             choices=msgspec.to_builtins(view.choices),
@@ -373,6 +382,7 @@ class Conductor:
             history=msgspec.to_builtins(view.history),
             variables=msgspec.to_builtins(view.variables),
             ending=view.ending,
+            approximate=approximate,
         )
         asyncio.get_running_loop().create_task(self._out(p.encode_server(message), droppable=False))
 
@@ -389,7 +399,7 @@ class Conductor:
                 future.set_exception(exc)
         if self.story is not None and self._story_moved:
             self._story_moved = False
-            await self.story.checkpoint(self.model.snapshot())
+            await self.story.checkpoint(await self._capture())
         return moved
 
     async def _run_plan(self, plan: str | dict, ref: str | None) -> None:
@@ -421,7 +431,7 @@ class Conductor:
                 # Handed over just before its first frame is due; a boundary job (a story move) may have
                 # taken a checkpoint that includes it, so then it stays as it is.
                 hand_at = min(start_at, self._t0 + staged.index * CHUNK_S - HANDOFF_S)
-                if self.config.replace and not moved:
+                if self.replaces and not moved:
                     staged = await self._replace_until(staged, hand_at)
                 self._ready.put_nowait(staged)
             if (delay := start_at - loop.time()) > 0:
@@ -441,7 +451,7 @@ class Conductor:
                 event = await asyncio.wait_for(self._urgent.get(), left)
             except TimeoutError:
                 break
-            redo = await self._redecide(event, chunk, send_at, regenerate=self.config.replace)
+            redo = await self._redecide(event, chunk, send_at, regenerate=self.replaces)
             if redo is None:
                 continue
             if redo.out is None:
@@ -458,7 +468,7 @@ class Conductor:
         assert redo.out is not None
         send_at = self._t0 + chunk.index * CHUNK_S
         deadline = send_at - self._finish_s() - FINISH_SLACK_S
-        new = await self._regenerate(chunk, redo, deadline) if self.config.replace else None
+        new = await self._regenerate(chunk, redo, deadline) if self.replaces else None
         if new is None:
             self._carry |= set(redo.decision.reflects)
             return chunk, False
@@ -474,7 +484,7 @@ class Conductor:
         started = loop.time()
         assert redo.out is not None
         try:
-            jpegs = await loop.run_in_executor(self._pool, self._redo, redo.out.condition, cancel)
+            jpegs = await self.worker.replace(redo.out.condition, cancel, self._encode)
         finally:
             timer.cancel()
         if jpegs is None:
@@ -494,23 +504,14 @@ class Conductor:
             replaced=True,
         )
 
-    def _redo(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
-        """Worker thread: replace the last committed chunk by one generated under ``cond``; if cancelled,
-        the session is restored to how it was, old chunk included."""
-        before = self.model.snapshot()
-        self.model.rollback(1)
-        jpegs = self._generate(cond, cancel)
-        if jpegs is None:
-            self.model.restore(before)
-        return jpegs
-
     def _typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""
         return float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
 
     def _finish_s(self) -> float:
         """Seconds that finishing a denoised chunk (commit, decode, encode) takes in 95 % of chunks."""
-        return float(np.percentile(list(self.finish_times), 95)) if self.finish_times else CHUNK_S / 4
+        finish = self.worker.finish_times
+        return float(np.percentile(list(finish), 95)) if finish else CHUNK_S / 4
 
     async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
         """The realizer's decision for media chunk m with the voice acted on and its real mouth envelope.
@@ -549,7 +550,7 @@ class Conductor:
         late: Redecision | None = None  # a new decision that came after the denoising had finished
         while True:
             cancel = threading.Event()
-            job = loop.run_in_executor(self._pool, self._generate, chunk.condition, cancel)
+            job = asyncio.ensure_future(self.worker.produce(chunk.condition, cancel, self._encode))
             redo = await self._watch(job, chunk, send_at, reflects)
             if redo is None:
                 jpegs = job.result()
@@ -644,19 +645,16 @@ class Conductor:
         left = send_at - asyncio.get_running_loop().time()
         return self.config.redirect and left >= self._typical() * self.config.redirect_margin
 
-    def _generate(self, cond: ChunkCondition, cancel: threading.Event) -> list[bytes] | None:
-        """Worker thread: denoise, commit, decode and encode one chunk; None if cancelled."""
-        pending = self.model.generate(cond, cancel)
-        if pending is None:
+    def _encode(self, frames: np.ndarray) -> list[bytes]:
+        """Worker thread: a chunk's frames as JPEG images (finishing it, with commit and decode)."""
+        return [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
+
+    async def _capture(self) -> SessionSnapshot | bytes | None:
+        """The generator's state for a story checkpoint, encoded in the worker; None when the backend
+        takes no snapshots (a rewind then continues the picture from wherever it is)."""
+        if self.worker.manifest.capabilities.snapshots == "none":
             return None
-        if cancel.is_set():
-            return None  # finished in the same instant it was cancelled: treat as cancelled, commit nothing
-        denoised = time.perf_counter()
-        frames = self.model.commit(pending)
-        assert frames is not None
-        jpegs = [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
-        self.finish_times.append(time.perf_counter() - denoised)
-        return jpegs
+        return await self.worker.capture()
 
     # ------------------------------------------------------------------------------ output
 
@@ -788,11 +786,6 @@ def _adopt(chunk: ReadyChunk, decision: ChunkOutput) -> ReadyChunk:
     """``chunk`` standing for a re-decision with its condition: the decision's events join its reflects."""
     reflects = tuple(sorted(set(chunk.reflects) | set(decision.reflects), key=_event_order))
     return dataclasses.replace(chunk, decision=decision, reflects=reflects)
-
-
-def _one_thread() -> None:
-    # The generator owns one core; the other is left to listening, voice, network and the Director.
-    torch.set_num_threads(1)
 
 
 def _event_order(event_id: str) -> tuple[int, str]:

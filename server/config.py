@@ -22,6 +22,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     plan: str = "greeter"
     story_db: str = ":memory:"
     """Where story checkpoints live; a file lets a restarted server bring story sessions back."""
+    backend: str = "tiny"
+    """The video model behind every session (``streaming_model.backends``): tiny or world."""
+    backend_options: dict[str, str] = {}
+    """Its options, as ``--backend-option NAME=VALUE`` gives them (``fps = "16"``)."""
     limits: Limits = msgspec.field(default_factory=Limits)
     access: Access = msgspec.field(default_factory=Access)
     """Host names and page origins accepted beyond loopback's, and live sessions per token."""

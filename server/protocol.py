@@ -301,7 +301,8 @@ class DirectorPlan(ServerMessage, kw_only=True, tag="director.plan"):
 
 
 class StoryState(ServerMessage, kw_only=True, tag="story.state"):
-    """docs/protocol.md: the original fields, plus (extensions) the story's variables and whether it has ended."""
+    """docs/protocol.md: the original fields, plus (extensions) the story's variables, whether it has ended
+    and whether a rewind continued the picture only approximately."""
 
     node: str
     choices: list[dict[str, Any]]
@@ -309,6 +310,9 @@ class StoryState(ServerMessage, kw_only=True, tag="story.state"):
     history: list[Any]
     variables: dict[str, Any] | None = None
     ending: bool = False
+    approximate: bool = False
+    """True on the state a rewind (or a resume) put back when the backend's snapshots are not exact: the
+    story is the checkpoint's, the picture continues only close to (or apart from) how it was there."""
 
 
 class Metrics(ServerMessage, kw_only=True, tag="metrics"):

@@ -1,8 +1,9 @@
 """Building sessions: the parts every session shares (models, loaded once) and the parts each owns.
 
-Shared: the generator's weights, the voice, YAMNet, Whisper and the Director's settings. Per session: its
-event bus and ids, its ears, its minds (realizer with reflexes, script or Director), its generator
-session (cache, seed, chunk counter) and its speech player, all wired into one ``Conductor``.
+Shared: the backend (the model, loaded and warmed up once), the voice, YAMNet, Whisper and the Director's
+settings. Per session: its event bus and ids, its ears, its minds (realizer with reflexes, script or
+Director), its backend session behind a model worker and its speech player, all wired into one
+``Conductor``. A session's clock, picture and vocabulary are its backend's (``backend.manifest``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from server.conductor import Conductor, ConductorConfig
 from server.revival import SessionRecords
 from server.speech import SpeechPlayer
 from server.voice import Voice
+from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
-from streaming_model.manifest import build_manifest
-from streaming_model.runtime import Generator
+from streaming_model.worker import ModelWorker
 from streaming_model.world.palette import NUM_IDENTITIES
 from tools.character import build_toolbox
 from tools.registry import ToolBox
@@ -48,7 +49,6 @@ class SessionDefaults(msgspec.Struct, frozen=True, kw_only=True):
     character: str = "fox"
     plan: str = DEFAULT_PLAN
     director: str = "auto"
-    steps: int = 2
 
 
 class SessionFactory:
@@ -56,7 +56,7 @@ class SessionFactory:
 
     def __init__(
         self,
-        generator: Generator,
+        backend: Backend,
         voice: Voice | None = None,
         hearing: Hearing | None = None,
         director: DirectorConfig | None = None,
@@ -65,7 +65,7 @@ class SessionFactory:
         ears: EarsConfig | None = None,
         story_db: str = ":memory:",
     ) -> None:
-        self.generator = generator
+        self.backend = backend
         self.voice = voice or Voice()
         self.hearing = hearing or Hearing()
         self.director = director if director is not None else load_config()
@@ -73,7 +73,7 @@ class SessionFactory:
         self.conductor = conductor or ConductorConfig()
         # With a transcriber running, a turn waits a little for its last words before it ends.
         self.ears = ears or EarsConfig(turn=TurnConfig(transcript_wait_ms=800.0))
-        self.manifest = build_manifest()
+        self.manifest = backend.manifest.vocabulary
         self.story_db = story_db
         self._store: CheckpointStore | None = None
         self._session_records: SessionRecords | None = None
@@ -118,7 +118,7 @@ class SessionFactory:
                     store=store,
                     director=minds.director,
                     bus=conductor.bus,
-                    seed=conductor.model.seed,
+                    seed=conductor.worker.seed,
                 )
             except StoryError as exc:
                 raise ValueError(str(exc)) from None
@@ -146,7 +146,7 @@ class SessionFactory:
                 bus=conductor.bus,
             )
             conductor.story = player
-            conductor.continue_from(restored.chunk + 1, restored.generator)
+            await conductor.continue_from(restored.chunk + 1, restored.generator)
         except (StoryError, SnapshotError) as exc:
             await conductor.close()
             raise ValueError(f"the saved story session cannot be continued: {exc}") from None
@@ -213,12 +213,11 @@ class SessionFactory:
             voice="server",
         )
         ears = EarsService(Ears(stamper, self.ears, self.hearing.listeners(stamper)), bus)
-        model = self.generator.open_session(
-            identity=CHARACTERS.index(character), seed=seed, steps=self.defaults.steps
-        )
+        # Opened (prefilled) in the worker's thread, not on the loop the other sessions share.
+        worker = ModelWorker(self.backend, identity=CHARACTERS.index(character), seed=seed, name=session_id)
         conductor = Conductor(
             session_id=session_id,
-            model=model,
+            worker=worker,
             minds=minds,
             bus=bus,
             ears=ears,

@@ -1,81 +1,161 @@
-"""Run a session off the event loop: one dedicated thread owns the session and does all torch work.
+"""The model worker: a backend session behind one thread, so nothing of the model runs on the event loop.
 
-    worker = SessionWorker(Generator.load(), threads=1, identity=2, seed=7)
-    pending = await worker.generate(cond)      # None if interrupted
-    frames = await worker.commit(pending)
-    worker.interrupt()                          # from any thread or the loop: stops the chunk in flight
+    worker = ModelWorker(backend, identity=2, seed=7)           # opens (prefills) in its thread
+    jpegs = await worker.produce(cond, cancel, encode_frames)    # None if cancel came first
+    jpegs = await worker.replace(cond, cancel, encode_frames)    # the last chunk again, under cond
+    state = await worker.capture(); await worker.restore_state(state)
+    await worker.close()
 
-torch's intra-op thread count is process-wide; the worker sets it once when it starts.
+Every call runs in the worker's thread, in the order made, so opening, prefill, snapshots, restores and
+state encoding never hold up the loop (nor other sessions' chunks). Conditions pass the backend's
+fallbacks first (an action it lacks degrades, never raises mid-call). ``produce`` and ``replace`` finish a
+chunk in the same trip to the thread (commit, decode, then the caller's ``finish``, e.g. image encoding),
+and keep the time finishing took (``finish_times``): a chunk cannot be interrupted once denoised. One
+worker serves one session today; its calls name no session-global state, so it can grow a queue per
+session later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
+from .backend import Backend, BackendManifest, BackendSession, apply_fallbacks
 from .condition import ChunkCondition
-from .runtime import Generator, PendingChunk, Session, SessionSnapshot
+from .runtime import SessionSnapshot
 
 T = TypeVar("T")
 
 
-class SessionWorker:
-    """A Session behind a single worker thread, with awaitable calls and an interrupt."""
+class ModelWorker:
+    """One backend session on its own thread, with awaitable calls."""
 
-    def __init__(self, generator: Generator, threads: int = 1, **session_kwargs: Any) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onstage-generator")
-        self._cancel = threading.Event()
-        self._session: Session = self._pool.submit(self._open, generator, threads, session_kwargs).result()
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        identity: int | None = None,
+        seed: int = 0,
+        reference: np.ndarray | None = None,
+        threads: int = 1,
+        name: str = "model",
+    ) -> None:
+        self.manifest: BackendManifest = backend.manifest
+        self.seed = seed
+        self.finish_times: deque[float] = deque(maxlen=200)
+        """Seconds each chunk took from denoised to finished (commit, decode, ``finish``)."""
+        # torch's intra-op thread count is per process: the generator owns one core by default, the other
+        # is left to listening, voice, network and the Director.
+        self._pool = ThreadPoolExecutor(
+            1, thread_name_prefix=f"gen-{name}", initializer=torch.set_num_threads, initargs=(threads,)
+        )
+        # Opened in the thread; every later call queues behind it.
+        self._opened = self._pool.submit(backend.open_session, identity, seed, reference)
+        self._closed = False
 
-    @staticmethod
-    def _open(generator: Generator, threads: int, kwargs: dict[str, Any]) -> Session:
-        torch.set_num_threads(threads)
-        return generator.open_session(**kwargs)
-
-    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        fut: Future[T] = self._pool.submit(fn, *args)
-        return asyncio.wrap_future(fut)
-
-    def _generate(self, cond: ChunkCondition) -> PendingChunk | None:
-        self._cancel.clear()  # an interrupt applies to the chunk in flight, not to later ones
-        return self._session.generate(cond, cancel=self._cancel)
-
-    async def generate(self, cond: ChunkCondition) -> PendingChunk | None:
-        """Denoise the next chunk; None when interrupt() arrived before it finished."""
-        return await self._submit(self._generate, cond)
-
-    def interrupt(self) -> None:
-        """Stop the chunk being generated at the next denoise-step (or block) boundary."""
-        self._cancel.set()
-
-    async def commit(self, pending: PendingChunk) -> np.ndarray:
-        """Commit and decode: (4, 128, 128, 3) uint8 frames."""
-        return await self._submit(self._session.commit, pending)
-
-    async def rollback(self, k: int) -> None:
-        """Forget the last k committed chunks."""
-        await self._submit(self._session.rollback, k)
-
-    async def snapshot(self) -> SessionSnapshot:
-        """The session's committed state."""
-        return await self._submit(self._session.snapshot)
-
-    async def restore(self, snap: SessionSnapshot) -> None:
-        """Continue from a snapshot."""
-        await self._submit(self._session.restore, snap)
+    @property
+    def session(self) -> BackendSession:
+        """The backend session (waits for it to open: call from the worker's thread or after a call)."""
+        return self._opened.result()
 
     @property
     def index(self) -> int:
         """The next chunk's index."""
-        return self._session.index
+        return self.session.index
 
-    def close(self) -> None:
-        """Stop the worker thread (after the call in flight)."""
-        self._cancel.set()
-        self._pool.shutdown(wait=True)
+    def _call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        return asyncio.wrap_future(self._pool.submit(fn, *args))
+
+    async def ready(self) -> None:
+        """Wait until the session is open (its errors, such as a bad reference, are raised here)."""
+        await asyncio.wrap_future(self._opened)
+
+    async def produce(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """Generate the next chunk, commit it and ``finish`` its frames; None (nothing committed) when
+        ``cancel`` was set before the chunk was denoised."""
+        return await self._call(self._produce, cond, cancel, finish)
+
+    async def replace(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """Replace the last committed chunk by one generated under ``cond`` (rollback and produce); when
+        cancelled, the session is as it was, that chunk included. Needs rollback and snapshots."""
+        return await self._call(self._replace, cond, cancel, finish)
+
+    async def rollback(self, k: int) -> None:
+        """Forget the last k committed chunks."""
+        await self._call(lambda: self.session.rollback(k))
+
+    async def snapshot(self) -> object:
+        """The session's committed state."""
+        return await self._call(lambda: self.session.snapshot())
+
+    async def restore(self, snap: object) -> None:
+        """Continue from a snapshot."""
+        await self._call(lambda: self.session.restore(snap))
+
+    async def capture(self) -> SessionSnapshot | bytes:
+        """The committed state now, for the story store: the tiny model's snapshot as it is (the store
+        encodes it as its ``snapshot`` rows always were), any other backend's as its portable bytes."""
+        return await self._call(self._capture)
+
+    async def restore_state(self, state: object) -> None:
+        """Continue from a stored state: the backend's bytes, or a snapshot object (checkpoints of an
+        older onstage held the runtime's snapshot). ``SnapshotError`` if it is not one of the backend's."""
+        await self._call(self._restore_state, state)
+
+    async def close(self) -> None:
+        """Close the session and stop the thread (after the call in flight). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._call(self._close)
+        await asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=True)
+
+    # ------------------------------------------------------------------------------ worker thread
+
+    def _produce(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        session = self.session
+        pending = session.generate(apply_fallbacks(cond, self.manifest), cancel)
+        if pending is None or cancel.is_set():
+            return None  # also when it finished in the same instant it was cancelled: commit nothing
+        denoised = time.perf_counter()
+        out = finish(session.commit(pending))
+        self.finish_times.append(time.perf_counter() - denoised)
+        return out
+
+    def _replace(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        session = self.session
+        before = session.snapshot()
+        session.rollback(1)
+        out = self._produce(cond, cancel, finish)
+        if out is None:
+            session.restore(before)
+        return out
+
+    def _capture(self) -> SessionSnapshot | bytes:
+        session = self.session
+        snap = session.snapshot()
+        return snap if isinstance(snap, SessionSnapshot) else session.export_state(snap)
+
+    def _close(self) -> None:
+        if self._opened.exception() is None:  # done: it ran before this call
+            self.session.close()
+
+    def _restore_state(self, state: object) -> None:
+        session = self.session
+        session.restore(session.import_state(state) if isinstance(state, bytes) else state)

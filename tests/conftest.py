@@ -6,10 +6,10 @@ import pytest
 
 from events.hearing import Hearing
 from server.sessions import SessionFactory
-from streaming_model.runtime import Generator
+from streaming_model.tiny import TinyBackend
 
 
 @pytest.fixture(scope="session")
 def factory() -> SessionFactory:
     """Sessions with the default generator, voice, YAMNet and Whisper (no LLM endpoint)."""
-    return SessionFactory(Generator.load(), hearing=Hearing())
+    return SessionFactory(TinyBackend.load(), hearing=Hearing())

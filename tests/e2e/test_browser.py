@@ -23,7 +23,7 @@ from server import demo_audio
 from server.app import OnstageServer
 from server.limits import Limits
 from server.sessions import SessionFactory
-from streaming_model.runtime import Generator
+from streaming_model.tiny import TinyBackend
 from tests.e2e.browser import CHROMIUM, Page, chromium
 
 pytestmark = [
@@ -70,7 +70,7 @@ async def wait_for_log(page: Page, holds: Callable[[list[str]], object], timeout
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def page(tmp_path_factory: pytest.TempPathFactory):
-    factory = SessionFactory(Generator.load(), hearing=Hearing())
+    factory = SessionFactory(TinyBackend.load(), hearing=Hearing())
     server = OnstageServer(factory, Limits(max_sessions=1))
     await server.start("127.0.0.1", 0)
     wav = microphone_wav(tmp_path_factory.mktemp("mic") / "speech-and-knocks.wav")

@@ -44,7 +44,7 @@ async def url(endpoint: tuple[LLMServer, FaultyEndpoint], factory: SessionFactor
         timeout_s=HANG_S,
         retries=0,
     )
-    factory = SessionFactory(factory.generator, factory.voice, factory.hearing, director=director)
+    factory = SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
     srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"

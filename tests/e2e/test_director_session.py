@@ -35,7 +35,7 @@ async def llm():
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def url(llm: LLMServer, factory: SessionFactory):
     director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
-    factory = SessionFactory(factory.generator, factory.voice, factory.hearing, director=director)
+    factory = SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
     srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"

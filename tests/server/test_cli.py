@@ -71,3 +71,20 @@ def test_render_writes_an_animated_webp_of_the_demo_sequence(tmp_path, capsys) -
 
 def test_render_refuses_a_format_it_cannot_write(tmp_path) -> None:
     assert main(["render", str(tmp_path / "demo.avi")]) == 2
+
+
+def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> None:
+    from server.cli import build_parser, serve_config
+
+    args = build_parser().parse_args(
+        ["serve", "--backend", "world", "--backend-option", "fps=16", "--backend-option", "width=160"]
+    )
+    config = serve_config(args)
+    assert (config.backend, config.backend_options) == ("world", {"fps": "16", "width": "160"})
+    assert main(["serve", "--backend", "sora"]) == 2
+    assert "unknown backend 'sora'; known: tiny, world" in capsys.readouterr().err
+    assert main(["serve", "--backend", "world", "--backend-option", "fps"]) == 2
+    assert "backend option 'fps': write it as NAME=VALUE" in capsys.readouterr().err
+    # Options are checked when the backend loads, before anything listens.
+    assert main(["serve", "--backend", "world", "--backend-option", "fps=0", "--port", "0"]) == 2
+    assert "world option fps must be in [1, 60], got 0" in capsys.readouterr().err

@@ -126,7 +126,7 @@ async def test_a_session_that_ended_is_freed_at_once_not_at_some_later_collectio
                 started = await client.start(seed=1)
                 await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=20)
                 conductor = weakref.ref(srv.sessions[started["session_id"]].conductor)
-                model = weakref.ref(srv.sessions[started["session_id"]].conductor.model)
+                model = weakref.ref(srv.sessions[started["session_id"]].conductor.worker.session)
             await until(lambda: conductor() is None and model() is None)
     finally:
         gc.enable()

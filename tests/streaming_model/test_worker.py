@@ -1,40 +1,120 @@
-"""The session worker keeps torch off the event loop and can be interrupted from it."""
+"""The model worker keeps every call into a backend off the event loop, in order, and cancellable."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
+import pytest
 
 from streaming_model.condition import ChunkCondition
+from streaming_model.kv_cache import SnapshotError
 from streaming_model.runtime import Generator
-from streaming_model.worker import SessionWorker
+from streaming_model.tiny import TinyBackend
+from streaming_model.worker import ModelWorker
+from streaming_model.world_backend import WorldBackend
+from tests.support.backends import Recording
 
 
-async def test_worker_generates_the_same_frames_as_a_direct_session(tiny_generator: Generator) -> None:
-    worker = SessionWorker(tiny_generator, threads=1, identity=1, seed=3)
+def frames_of(frames: np.ndarray) -> np.ndarray:
+    return frames.copy()
+
+
+async def test_the_worker_produces_a_direct_sessions_frames(tiny_generator: Generator) -> None:
+    backend = TinyBackend(tiny_generator, warmup_chunks=1)
+    worker = ModelWorker(backend, identity=1, seed=3)
     try:
-        frames = []
-        for action in ("idle", "wave", "jump"):
-            pending = await worker.generate(ChunkCondition(action=action))
-            assert pending is not None
-            frames.append(await worker.commit(pending))
+        got = [
+            await worker.produce(ChunkCondition(action=a), threading.Event(), frames_of)
+            for a in ("idle", "wave")
+        ]
+        assert len(worker.finish_times) == 2
     finally:
-        worker.close()
-    direct = tiny_generator.open_session(identity=1, seed=3)
-    for action, got in zip(("idle", "wave", "jump"), frames, strict=True):
-        assert np.array_equal(direct.step(ChunkCondition(action=action)), got)
+        await worker.close()
+    direct = backend.open_session(identity=1, seed=3)
+    for action, frames in zip(("idle", "wave"), got, strict=True):
+        pending = direct.generate(ChunkCondition(action=action))
+        assert pending is not None and frames is not None
+        assert np.array_equal(direct.commit(pending), frames)
 
 
-async def test_interrupt_from_the_loop_cancels_the_chunk_in_flight(tiny_generator: Generator) -> None:
-    worker = SessionWorker(tiny_generator, threads=1, identity=1, seed=3, steps=256)
+async def test_every_backend_call_runs_on_the_worker_thread_never_the_loops() -> None:
+    backend = Recording(WorldBackend(warmup_chunks=1))
+    worker = ModelWorker(backend, identity=0, seed=1)
+    cond = ChunkCondition(action="wave")
     try:
-        task = asyncio.ensure_future(worker.generate(ChunkCondition(action="wave")))
-        await asyncio.sleep(0.05)  # the loop stays responsive while the worker denoises
-        worker.interrupt()
-        assert await task is None
+        await worker.produce(cond, threading.Event(), frames_of)
+        blob = await worker.capture()
+        await worker.produce(cond, threading.Event(), frames_of)
+        await worker.replace(ChunkCondition(action="nod"), threading.Event(), frames_of)
+        await worker.restore_state(blob)
+        await worker.restore(await worker.snapshot())
+        await worker.rollback(0)
+    finally:
+        await worker.close()
+    names = {name for name, _ in backend.calls}
+    assert names >= {"open_session", "generate", "commit", "snapshot", "export_state", "rollback", "restore"}
+    assert names >= {"import_state", "close"}
+    loop_thread = threading.current_thread().name
+    assert {thread for _, thread in backend.calls} == {backend.calls[0][1]} != {loop_thread}
+
+
+async def test_a_cancelled_chunk_commits_nothing_and_a_cancelled_replacement_restores_the_last() -> None:
+    worker = ModelWorker(WorldBackend(warmup_chunks=1), identity=0)
+    try:
+        first = await worker.produce(ChunkCondition(action="wave"), threading.Event(), frames_of)
+        cancelled = threading.Event()
+        cancelled.set()
+        assert await worker.produce(ChunkCondition(action="jump"), cancelled, frames_of) is None
+        assert worker.index == 1
+        assert await worker.replace(ChunkCondition(action="jump"), cancelled, frames_of) is None
+        assert worker.index == 1
+        # The first chunk stands: the next one continues from it as a direct session's does.
+        second = await worker.produce(ChunkCondition(action="nod"), threading.Event(), frames_of)
+    finally:
+        await worker.close()
+    direct = WorldBackend(warmup_chunks=1).open_session(identity=0)
+    for frames, action in ((first, "wave"), (second, "nod")):
+        pending = direct.generate(ChunkCondition(action=action))
+        assert pending is not None and frames is not None
+        assert np.array_equal(direct.commit(pending), frames)
+
+
+async def test_an_unknown_action_degrades_in_the_worker_and_a_foreign_state_is_refused() -> None:
+    backend = WorldBackend(warmup_chunks=1)
+    worker = ModelWorker(backend, identity=0)
+    direct = backend.open_session(identity=0)
+    try:
+        got = await worker.produce(ChunkCondition(action="moonwalk"), threading.Event(), frames_of)
+        pending = direct.generate(ChunkCondition(action="idle"))
+        assert pending is not None and got is not None and np.array_equal(got, direct.commit(pending))
+        with pytest.raises(SnapshotError):
+            await worker.restore_state(b"\x80\x04 a pickle")
+        with pytest.raises(SnapshotError):
+            await worker.restore_state(object())
+        assert worker.index == 1
+    finally:
+        await worker.close()
+
+
+async def test_opening_a_session_does_not_hold_the_loop(tiny_generator: Generator) -> None:
+    """Opening a session (its prefill) runs in the worker's thread: the constructor returns while the
+    backend is still opening, and the loop goes on."""
+    hold = threading.Event()
+    backend = Recording(TinyBackend(tiny_generator, warmup_chunks=1), hold=hold)
+    worker = ModelWorker(backend, identity=0)
+    try:
+        assert not hold.is_set()
+        for _ in range(1000):  # the worker thread starts opening
+            if backend.calls:
+                break
+            await asyncio.sleep(0.01)
+        assert backend.calls == [("open_session", backend.calls[0][1])]
+        assert backend.calls[0][1] != threading.current_thread().name
+        hold.set()
+        await asyncio.wait_for(worker.ready(), 30)
         assert worker.index == 0
-        pending = await worker.generate(ChunkCondition(action="wave"))  # a later chunk is not cancelled
-        assert pending is not None
     finally:
-        worker.close()
+        hold.set()
+        await worker.close()

@@ -1,0 +1,178 @@
+"""The backend protocol: what any streaming video model implements to sit behind onstage's minds.
+
+    backend = open_backend("world", {"fps": "16"})          # streaming_model.backends
+    session = backend.open_session(identity=2, seed=7)
+    pending = session.generate(cond, cancel)                 # None if cancel was seen; nothing committed
+    frames = session.commit(pending)                         # (frames, height, width, 3) uint8
+    session.rollback(1); snap = session.snapshot(); session.restore(snap)
+    blob = session.export_state(snap); session.restore(session.import_state(blob))
+
+A backend declares in its ``BackendManifest`` its clock and picture and vocabulary (``vocabulary``, a
+``Manifest``), what it draws for actions it lacks (``fallbacks``), what it can do (``Capabilities``) and
+what its chunks cost (``Costs``, measured at warm-up). Callers read those instead of assuming a model:
+no rollback means no replacement of a generated chunk; snapshots other than exact make a story rewind
+approximate. A session is used from one thread at a time (the model worker's); ``cancel`` may be set from
+any thread. docs/backends.md says how to write one.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal, Protocol
+
+import msgspec
+import numpy as np
+
+from .condition import ChunkCondition
+from .manifest import Manifest
+
+SnapshotKind = Literal["exact", "approximate", "none"]
+Interrupt = Literal["block", "step", "chunk", "none"]
+
+
+class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a backend's sessions support.
+
+    rollback_depth: how many committed chunks ``rollback`` can undo (0: none). snapshots: whether a
+    restored snapshot continues bit-exactly (``exact``), close to it (``approximate``) or not at all
+    (``none``: ``snapshot`` raises). interrupt: how soon a set ``cancel`` stops ``generate``: between
+    transformer blocks, between denoise steps (or frames), only before a chunk starts, or never.
+    deterministic: the same seed and conditions give the same frames. reference_image: ``open_session``
+    takes a reference picture of the character.
+    """
+
+    rollback_depth: int
+    snapshots: SnapshotKind
+    interrupt: Interrupt
+    deterministic: bool
+    reference_image: bool
+
+
+class Costs(msgspec.Struct, frozen=True, kw_only=True):
+    """Milliseconds, measured at warm-up on the machine serving: generating a chunk (p50, p95), finishing
+    one (commit and decode), a fresh session's first chunk, and from a set ``cancel`` to ``generate``
+    returning."""
+
+    chunk_p50_ms: float
+    chunk_p95_ms: float
+    finish_p50_ms: float
+    first_chunk_ms: float
+    interrupt_ms: float
+
+
+class BackendManifest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a backend declares: the one thing agent/ and server/ read about the model.
+
+    vocabulary: its clock (fps, frames per chunk), picture (width, height) and what a condition may name.
+    first_chunk_frames: frames of a session's first chunk (often more than later ones). audio_rate: the
+    sample rate it wants the voice at (0: it does not take audio). fallbacks: an action it lacks -> the one
+    it draws instead (any other unknown action draws ``idle``).
+    """
+
+    name: str
+    vocabulary: Manifest
+    first_chunk_frames: int
+    audio_rate: int
+    capabilities: Capabilities
+    costs: Costs
+    fallbacks: dict[str, str] = {}
+
+
+class Pending(Protocol):
+    """A generated, uncommitted chunk; only the session that made it reads its contents."""
+
+    @property
+    def index(self) -> int:
+        """The chunk index it would take when committed."""
+        ...
+
+
+class BackendSession(Protocol):
+    """One character on one call. Nothing committed changes before ``commit``."""
+
+    @property
+    def index(self) -> int:
+        """The next chunk's index (chunks committed so far, less those rolled back)."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """The session's seed."""
+        ...
+
+    def generate(self, cond: ChunkCondition, cancel: threading.Event | None = None) -> Pending | None:
+        """The next chunk under ``cond``; None if ``cancel`` was seen first (see ``Capabilities.interrupt``).
+        ``ConditionError`` for a condition it cannot take. Side-effect free: committed state stays."""
+        ...
+
+    def commit(self, pending: Pending) -> np.ndarray:
+        """Make ``pending`` part of the session and return its frames, (frames, height, width, 3) uint8.
+        ``ValueError`` if it does not follow the session's last committed chunk."""
+        ...
+
+    def rollback(self, k: int) -> None:
+        """Forget the last ``k`` committed chunks (``RollbackError`` past ``rollback_depth``)."""
+        ...
+
+    def snapshot(self) -> object:
+        """The committed state, opaque to callers (``SnapshotError`` if snapshots are ``none``)."""
+        ...
+
+    def restore(self, snap: object) -> None:
+        """Continue from a snapshot of this backend (``SnapshotError``, nothing changed, for another's)."""
+        ...
+
+    def export_state(self, snap: object) -> bytes:
+        """A snapshot as portable bytes that cannot run code (for the story store)."""
+        ...
+
+    def import_state(self, data: bytes) -> object:
+        """The snapshot in ``data``; ``SnapshotError`` saying why if it is not one of this backend's."""
+        ...
+
+    def close(self) -> None:
+        """Free what the session holds. Idempotent."""
+        ...
+
+
+class Backend(Protocol):
+    """A streaming video model, loaded and warmed up: it opens sessions."""
+
+    @property
+    def manifest(self) -> BackendManifest:
+        """What it declares (costs measured at its warm-up)."""
+        ...
+
+    def open_session(
+        self, identity: int | None = None, seed: int = 0, reference: np.ndarray | None = None
+    ) -> BackendSession:
+        """A session for a built-in identity or a reference picture (prefilled: call it off the loop)."""
+        ...
+
+
+def apply_fallbacks(cond: ChunkCondition, manifest: BackendManifest) -> ChunkCondition:
+    """``cond`` with what the backend cannot draw degraded, never refused: an action it lacks becomes its
+    declared fallback (or ``idle``), an emotion it lacks becomes its first (neutral) one."""
+    vocab = manifest.vocabulary
+    actions = {a.name for a in vocab.actions}
+    changes: dict[str, str] = {}
+    if cond.action not in actions:
+        changes["action"] = manifest.fallbacks.get(cond.action, "idle")
+    if cond.emotion not in vocab.emotions:
+        changes["emotion"] = vocab.emotions[0]
+    return msgspec.structs.replace(cond, **changes) if changes else cond
+
+
+def check_fallbacks(vocabulary: Manifest, fallbacks: dict[str, str]) -> None:
+    """``ValueError`` unless every fallback names an action of ``vocabulary`` (and idle is one of them)."""
+    actions = {a.name for a in vocabulary.actions}
+    if "idle" not in actions:
+        raise ValueError("a backend's vocabulary needs an 'idle' action (what unknown actions draw)")
+    wrong = sorted(f"{k} -> {v}" for k, v in fallbacks.items() if v not in actions)
+    if wrong:
+        raise ValueError(f"fallbacks to actions the backend lacks: {', '.join(wrong)}")
+
+
+def percentile_ms(seconds: list[float], q: float) -> float:
+    """The q-th percentile of durations in seconds, in milliseconds (rounded to 0.1 ms)."""
+    return round(1000.0 * float(np.percentile(seconds, q)), 1)
