@@ -4,6 +4,9 @@ A seeded schedule of small things, a function of the chunk index only (the same 
 life, which keeps sessions replayable): the eyes shift every second or few, and every few seconds a
 micro-action (a nod, a glance aside with the head) plays for about a second.
 
+Durations are drawn in seconds and put on the clock of the manifest the schedule is asked with; a
+configured micro-action the manifest lacks is left out of the draw (the character does without it).
+
 ``IdleVariety.state`` / ``IdleVariety.from_state`` give the schedule as plain data (a story checkpoint).
 """
 
@@ -13,7 +16,7 @@ import random
 
 import msgspec
 
-from agent.plans import CHUNK_S
+from streaming_model.manifest import Manifest
 
 
 class IdleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -42,12 +45,14 @@ class IdleState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     rng: tuple[int, tuple[int, ...], float | None]
     actions: list[tuple[int, int, str, tuple[float, float]]]
     gazes: list[tuple[int, tuple[float, float]]]
-    action_horizon: int
-    gaze_horizon: int
+    action_horizon: int | None
+    gaze_horizon: int | None
+    """None until the schedule is first asked for a chunk (it learns the clock then)."""
 
 
 class IdleVariety:
-    """The idle schedule of one session, extended lazily as chunks are asked for."""
+    """The idle schedule of one session, extended lazily as chunks are asked for (on the clock and with the
+    actions of the manifest ``at`` is given)."""
 
     def __init__(self, config: IdleConfig | None = None) -> None:
         self.config = config or IdleConfig()
@@ -55,8 +60,8 @@ class IdleVariety:
         # Spans (start, end, action, target) of micro-actions, and (start, gaze) of eye shifts, in chunks.
         self._actions: list[tuple[int, int, str, tuple[float, float]]] = []
         self._gazes: list[tuple[int, tuple[float, float]]] = [(0, (0.0, 0.0))]
-        self._action_horizon = self._chunks(self.config.every_s)
-        self._gaze_horizon = self._chunks(self.config.gaze_every_s)
+        self._action_horizon: int | None = None
+        self._gaze_horizon: int | None = None
 
     def state(self) -> IdleState:
         """The schedule as plain data; ``from_state`` continues it exactly."""
@@ -83,28 +88,34 @@ class IdleVariety:
         idle._action_horizon, idle._gaze_horizon = state.action_horizon, state.gaze_horizon
         return idle
 
-    def _chunks(self, span: tuple[float, float]) -> int:
-        return max(1, round(self._rng.uniform(*span) / CHUNK_S))
+    def _chunks(self, span: tuple[float, float], chunk_s: float) -> int:
+        return max(1, round(self._rng.uniform(*span) / chunk_s))
 
     def _point(self, scale: float) -> tuple[float, float]:
         r = min(1.0, max(0.0, self.config.gaze_range * scale))  # conditions take points in [-1, 1] only
         return (round(self._rng.uniform(-r, r), 3), round(self._rng.uniform(-r / 2, r / 2), 3))
 
-    def _extend(self, k: int) -> None:
+    def _extend(self, k: int, manifest: Manifest) -> None:
+        c, chunk_s = self.config, manifest.chunk_s
+        if self._action_horizon is None or self._gaze_horizon is None:
+            self._action_horizon = self._chunks(c.every_s, chunk_s)
+            self._gaze_horizon = self._chunks(c.gaze_every_s, chunk_s)
+        known = {a.name for a in manifest.actions}
+        actions = [a for a in c.actions if a in known]
         while self._action_horizon <= k:
             start = self._action_horizon
-            end = start + self._chunks(self.config.hold_s)
-            action = self._rng.choice(self.config.actions) if self.config.actions else "idle"
+            end = start + self._chunks(c.hold_s, chunk_s)
+            action = self._rng.choice(actions) if actions else "idle"
             target = self._point(2.0) if action == "look_at" else (0.0, 0.0)
             self._actions.append((start, end, action, target))
-            self._action_horizon = end + self._chunks(self.config.every_s)
+            self._action_horizon = end + self._chunks(c.every_s, chunk_s)
         while self._gaze_horizon <= k:
             self._gazes.append((self._gaze_horizon, self._point(1.0)))
-            self._gaze_horizon += self._chunks(self.config.gaze_every_s)
+            self._gaze_horizon += self._chunks(c.gaze_every_s, chunk_s)
 
-    def at(self, k: int) -> IdleMoment:
-        """What the idle character does in chunk ``k``."""
-        self._extend(k)
+    def at(self, k: int, manifest: Manifest) -> IdleMoment:
+        """What the idle character does in chunk ``k`` on ``manifest``'s clock."""
+        self._extend(k, manifest)
         gaze = next(g for start, g in reversed(self._gazes) if start <= k)
         for start, end, action, target in reversed(self._actions):
             if start <= k < end:

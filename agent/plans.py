@@ -31,10 +31,7 @@ from agent.bounds import (
     MAX_SPEECH_CHARS,
 )
 from agent.toml_writer import dumps as toml_dumps
-from streaming_model.manifest import FPS, FRAMES_PER_CHUNK, ActionSpec, Manifest
-
-CHUNK_S = FRAMES_PER_CHUNK / FPS
-"""Seconds covered by one chunk (4 frames at 24 fps: 166.67 ms)."""
+from streaming_model.manifest import ActionSpec, Manifest
 
 Source = Literal["user", "safety", "reflex", "script", "director"]
 Channel = Literal["body", "face", "gaze", "voice", "scene"]
@@ -51,6 +48,9 @@ WALK_SPEED_PER_S = 36.0 / 42.0
 
 The procedural world walks 1.5 px per frame over a floor 84 px wide; the manifest does not carry this yet.
 """
+
+WALKS = ("walk_left", "walk_right")
+"""The actions a ``Move`` is walked with: a model whose manifest lacks them cannot take a move."""
 
 DEFAULT_ACTION_S: dict[str, float] = {
     "turn": 1.0,
@@ -222,6 +222,26 @@ class SpeechFacts(msgspec.Struct, frozen=True):
 # ---------------------------------------------------------------------------------------------- ids
 
 
+def within_manifest(behaviors: list[Behavior], manifest: Manifest) -> list[Behavior]:
+    """``behaviors`` without what ``manifest`` cannot show, for minds that react whatever the model: an
+    action or an emotion it lacks is left out, and a ``look_at`` it lacks becomes a gaze at the same point
+    (the eyes still go there); a move needs both ``WALKS``."""
+    actions = {a.name for a in manifest.actions}
+    kept: list[Behavior] = []
+    for b in behaviors:
+        if isinstance(b, Action) and b.name not in actions:
+            if b.name != "look_at":
+                continue
+            x, y = float(b.params.get("target_x", 0.0)), float(b.params.get("target_y", 0.0))
+            b = Gaze(id=b.id, start=b.start, end=b.end, x=x, y=y, duration_s=b.duration_s)
+        elif isinstance(b, Emotion) and b.emotion not in manifest.emotions:
+            continue
+        elif isinstance(b, Move) and not actions.issuperset(WALKS):
+            continue
+        kept.append(b)
+    return kept
+
+
 def with_ids(block: Block) -> Block:
     """A copy of ``block`` whose behaviors all have ids (``<kind><n>`` for those without one)."""
     counts: dict[str, int] = {}
@@ -292,8 +312,9 @@ def heard_prefix(text: str, duration_s: float, played_s: float) -> str:
 # ------------------------------------------------------------------------------------------ timing
 
 
-def _intrinsic_s(b: Behavior, facts: SpeechFacts | None, position: float) -> float | None:
-    """A behavior's own length, or None when it lasts until the block ends."""
+def _intrinsic_s(b: Behavior, facts: SpeechFacts | None, position: float, chunk_s: float) -> float | None:
+    """A behavior's own length, or None when it lasts until the block ends (at least ``chunk_s``, one
+    chunk, for a move or a scene event)."""
     if isinstance(b, Action):
         return b.duration_s if b.duration_s is not None else DEFAULT_ACTION_S.get(b.name, DEFAULT_HOLD_S)
     if isinstance(b, Speech):
@@ -305,9 +326,9 @@ def _intrinsic_s(b: Behavior, facts: SpeechFacts | None, position: float) -> flo
     if isinstance(b, Emotion | Gaze):
         return b.duration_s
     if isinstance(b, Move):
-        return max(CHUNK_S, abs(b.x - position) / WALK_SPEED_PER_S)
+        return max(chunk_s, abs(b.x - position) / WALK_SPEED_PER_S)
     if isinstance(b, SceneEvent):
-        return CHUNK_S
+        return chunk_s
     return b.duration_s
 
 
@@ -319,16 +340,17 @@ def _refs(b: Behavior) -> list[tuple[str, SyncRef]]:
 
 
 def resolve(
-    block: Block, facts: Mapping[str, SpeechFacts] | None = None, position: float = 0.0
+    block: Block, facts: Mapping[str, SpeechFacts] | None = None, position: float = 0.0, *, chunk_s: float
 ) -> dict[str, Timing]:
-    """Times of every behavior of a validated, id-complete block, in seconds from the block's start.
+    """Times of every behavior of a validated, id-complete block, in seconds from the block's start, on a
+    clock whose chunks last ``chunk_s`` (the shortest a bounded behavior lasts).
 
     ``facts`` holds what the voice reported per speech id; ``position`` is the character's floor x, from
     which a move's duration follows. A behavior with a ``start`` or ``stroke`` reference is placed by it;
     one without starts at the block's start. If references put anything before 0, the whole block is
     shifted so that its earliest behavior starts at 0 (a stroke on the first word pulls the block back).
     """
-    return resolve_pinned(block, facts, position)[0]
+    return resolve_pinned(block, facts, position, chunk_s=chunk_s)[0]
 
 
 def resolve_pinned(
@@ -337,6 +359,8 @@ def resolve_pinned(
     position: float = 0.0,
     pinned: Mapping[str, float] | None = None,
     shift: float | None = None,
+    *,
+    chunk_s: float,
 ) -> tuple[dict[str, Timing], float]:
     """``resolve`` for a block already playing: behaviors in ``pinned`` keep their start (seconds from the
     block's start) and the block keeps the ``shift`` it got when it started; returns the timings and the
@@ -355,7 +379,7 @@ def resolve_pinned(
         t = timing_of(other, path)
         if ref.word is not None:
             assert isinstance(other, Speech)
-            duration = _intrinsic_s(other, facts.get(other.id), position) or 0.0
+            duration = _intrinsic_s(other, facts.get(other.id), position, chunk_s) or 0.0
             when = word_time(other.text, duration, ref.word, ref.occurrence)
             assert when is not None, "validated"
             return t.start + when + ref.offset_s
@@ -369,7 +393,7 @@ def resolve_pinned(
         if b.id in path.split(">"):
             raise PlanError(f"behaviors[{b.id}]", f"sync references form a cycle: {path}>{b.id}")
         path = f"{path}>{b.id}" if path else b.id
-        length = _intrinsic_s(b, facts.get(b.id), position)
+        length = _intrinsic_s(b, facts.get(b.id), position, chunk_s)
         stroke_in = 0.0
         if isinstance(b, Action):
             stroke_in = b.stroke_s if b.stroke_s is not None else STROKE_FRACTION * (length or 0.0)
@@ -385,7 +409,7 @@ def resolve_pinned(
             start = 0.0
         end = start + length if length is not None else None
         if b.end is not None:
-            end = max(start + CHUNK_S, point_time(b.end, path))
+            end = max(start + chunk_s, point_time(b.end, path))
         timing = Timing(start=start, stroke=start + stroke_in, end=end)
         done[b.id] = timing
         return timing
@@ -402,11 +426,11 @@ def resolve_pinned(
     return done, shift
 
 
-def block_length_s(timings: Mapping[str, Timing]) -> float:
-    """The block's length: the latest bounded end (at least one chunk)."""
+def block_length_s(timings: Mapping[str, Timing], chunk_s: float) -> float:
+    """The block's length: the latest bounded end (at least one chunk of ``chunk_s``)."""
     ends = [t.end for t in timings.values() if t.end is not None]
     starts = [t.start for t in timings.values()]
-    return max([CHUNK_S, *ends, *(s + CHUNK_S for s in starts)])
+    return max([chunk_s, *ends, *(s + chunk_s for s in starts)])
 
 
 # -------------------------------------------------------------------------------------- validation
@@ -462,7 +486,7 @@ def _check_ref(ref: SyncRef, path: str, block: Block, index: dict[str, int], sel
     if (
         ref.point == "end"
         and ref.word is None
-        and _intrinsic_s(other, None, 0.0) is None
+        and _intrinsic_s(other, None, 0.0, 0.0) is None
         and other.end is None
     ):
         raise PlanError(
@@ -471,7 +495,9 @@ def _check_ref(ref: SyncRef, path: str, block: Block, index: dict[str, int], sel
 
 
 def validate_block(block: Block, manifest: Manifest) -> Block:
-    """Check ``block`` against ``manifest``; return it with ids filled in, or raise ``PlanError``."""
+    """Check ``block`` against ``manifest`` (its vocabulary, and its clock for the shortest durations);
+    return it with ids filled in, or raise ``PlanError``."""
+    chunk_s = manifest.chunk_s
     if not block.behaviors:
         raise PlanError("behaviors", "a block needs at least one behavior")
     if len(block.behaviors) > MAX_BEHAVIORS:
@@ -502,9 +528,9 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
                 raise PlanError(f"{path}.name", f"unknown action {b.name!r}; known: {sorted(actions)}")
             _check_params(spec, b.params, f"{path}.params")
             if b.duration_s is not None:
-                check_number(b.duration_s, f"{path}.duration_s", CHUNK_S / 2, MAX_DURATION_S)
+                check_number(b.duration_s, f"{path}.duration_s", chunk_s / 2, MAX_DURATION_S)
             if b.stroke_s is not None:
-                length = _intrinsic_s(b, None, 0.0)
+                length = _intrinsic_s(b, None, 0.0, chunk_s)
                 check_number(b.stroke_s, f"{path}.stroke_s", 0.0, length)
         elif isinstance(b, Speech):
             if not b.text.strip():
@@ -525,13 +551,17 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
             check_number(b.y, f"{path}.y", -1.0, 1.0)
         elif isinstance(b, Move):
             check_number(b.x, f"{path}.x", -1.0, 1.0)
+            if not set(actions).issuperset(WALKS):
+                raise PlanError(
+                    f"{path}.kind", f"this model cannot walk (a move needs the actions {list(WALKS)})"
+                )
         elif isinstance(b, SceneEvent):
             if b.name not in manifest.scene_events:
                 raise PlanError(
                     f"{path}.name", f"unknown scene event {b.name!r}; known: {list(manifest.scene_events)}"
                 )
         if isinstance(b, Emotion | Gaze | Wait) and b.duration_s is not None:
-            check_number(b.duration_s, f"{path}.duration_s", CHUNK_S / 2, MAX_DURATION_S)
+            check_number(b.duration_s, f"{path}.duration_s", chunk_s / 2, MAX_DURATION_S)
         for name, ref in _refs(b):
             _check_ref(ref, f"{path}.{name}", block, index, b.id)
         if isinstance(b, Action) and b.stroke is not None and b.start is not None:
@@ -539,7 +569,7 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
                 f"{path}.stroke", "give either `start` or `stroke`, not both: one places the other"
             )
     try:
-        length = block_length_s(resolve(block))
+        length = block_length_s(resolve(block, chunk_s=chunk_s), chunk_s)
     except PlanError as exc:
         i = index.get(exc.field.removeprefix("behaviors[").removesuffix("]"), 0)
         raise PlanError(f"behaviors[{i}]", exc.message) from None

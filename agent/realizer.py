@@ -39,9 +39,9 @@ import msgspec
 from agent.bounds import MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS
 from agent.idle import IdleState, IdleVariety
 from agent.plans import (
-    CHUNK_S,
     SOURCE_RANK,
     WALK_SPEED_PER_S,
+    WALKS,
     Action,
     Behavior,
     Block,
@@ -75,7 +75,7 @@ from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Event
 from streaming_model.condition import ChunkCondition
-from streaming_model.manifest import FRAMES_PER_CHUNK, Manifest, build_manifest
+from streaming_model.manifest import Manifest, build_manifest
 
 VoiceReports = Literal["estimate", "server"]
 
@@ -469,7 +469,7 @@ class Realizer:
             voice.duration_s = duration_s
             retime = True
         if voice.cued is not None and math.isfinite(delay_s) and delay_s > 0:
-            start = voice.cued + math.ceil(delay_s / CHUNK_S - 1e-9)
+            start = voice.cued + math.ceil(delay_s / self.manifest.chunk_s - 1e-9)
             if start != voice.start:
                 voice.start = entry.fixed[voice.behavior.id] = start
                 retime = True
@@ -480,7 +480,7 @@ class Realizer:
             self._publish_speech(entry, voice, "started")
 
     def speech_audio(self, speech_id: str, envelope: Sequence[float]) -> None:
-        """The voice's loudness per video frame (24 per second, values in [0, 1]) from the speech start."""
+        """The voice's loudness per video frame (the manifest's fps, values in [0, 1]) from the speech start."""
         found = self._voices.get(speech_id)
         if found is not None:
             found[1].envelope = tuple(min(1.0, max(0.0, float(v))) for v in envelope)
@@ -493,7 +493,9 @@ class Realizer:
         entry, voice = found
         if voice.playing and voice.start is not None:
             # Ended earlier than the realizer expected: the mouth closes now, later behaviors move up.
-            voice.duration_s = max(CHUNK_S, (self._last_k + 1 - voice.start) * CHUNK_S)
+            voice.duration_s = max(
+                self.manifest.chunk_s, (self._last_k + 1 - voice.start) * self.manifest.chunk_s
+            )
             voice.finished = True
             self._retime(entry)
         if self.voice == "server":
@@ -506,7 +508,9 @@ class Realizer:
             return
         entry, voice = found
         if voice.playing and voice.start is not None:
-            voice.stopped_s = played_s if played_s is not None else (self._last_k + 1 - voice.start) * CHUNK_S
+            voice.stopped_s = (
+                played_s if played_s is not None else (self._last_k + 1 - voice.start) * self.manifest.chunk_s
+            )
             voice.finished = True
             self._retime(entry)
         if self.voice == "server":
@@ -611,7 +615,11 @@ class Realizer:
         for entry in [e for e in self._entries if e.start is not None]:
             for voice in entry.voices.values():
                 waited = k - self._span(entry, voice.behavior)[0]
-                if voice.start is None and not voice.finished and waited * CHUNK_S > SPEECH_WAIT_S:
+                if (
+                    voice.start is None
+                    and not voice.finished
+                    and waited * self.manifest.chunk_s > SPEECH_WAIT_S
+                ):
                     # The voice stayed taken: this speech is given up, and reported as never heard.
                     voice.finished = True
                     self._voices.pop(voice.speech_id, None)
@@ -627,7 +635,10 @@ class Realizer:
             block = entry.block
             if block.epoch < self._epochs[block.source]:
                 self._drop(entry, "stale")
-            elif block.expires_s is not None and (k - entry.submitted) * CHUNK_S > block.expires_s:
+            elif (
+                block.expires_s is not None
+                and (k - entry.submitted) * self.manifest.chunk_s > block.expires_s
+            ):
                 self._drop(entry, "expired")
             elif not (entry.after & waiting_ids):
                 entry.start = k
@@ -648,13 +659,15 @@ class Realizer:
             bid: SpeechFacts(duration_s=v.duration_s, stopped_s=v.stopped_s)
             for bid, v in entry.voices.items()
         }
-        pinned = {bid: (chunk - entry.start) * CHUNK_S for bid, chunk in entry.fixed.items()}
-        entry.timings, entry.shift = resolve_pinned(entry.block, facts, entry.position, pinned, entry.shift)
+        pinned = {bid: (chunk - entry.start) * self.manifest.chunk_s for bid, chunk in entry.fixed.items()}
+        entry.timings, entry.shift = resolve_pinned(
+            entry.block, facts, entry.position, pinned, entry.shift, chunk_s=self.manifest.chunk_s
+        )
 
     def _start_chunk(self, entry: _Entry, b: Behavior) -> int:
         """The chunk behavior ``b`` starts in: started behaviors keep their start chunk."""
         assert entry.start is not None
-        return entry.fixed.get(b.id, entry.start + round(entry.timings[b.id].start / CHUNK_S))
+        return entry.fixed.get(b.id, entry.start + round(entry.timings[b.id].start / self.manifest.chunk_s))
 
     def _span(self, entry: _Entry, b: Behavior, block_end: int | None = None) -> tuple[int, int]:
         """Chunks [start, end) of behavior ``b``; ``block_end`` is ``_end_chunk(entry)`` when the caller has
@@ -667,14 +680,16 @@ class Realizer:
             length = voice.stopped_s if voice.stopped_s is not None else voice.duration_s
             if length is None:
                 length = estimate_speech_s(b.text)
-            return start, start + max(1, math.ceil(length / CHUNK_S - 1e-9))
+            return start, start + max(1, math.ceil(length / self.manifest.chunk_s - 1e-9))
         if t.end is None:
             return start, self._end_chunk(entry) if block_end is None else block_end
-        return start, max(start + 1, entry.start + round(t.end / CHUNK_S))
+        return start, max(start + 1, entry.start + round(t.end / self.manifest.chunk_s))
 
     def _end_chunk(self, entry: _Entry) -> int:
         assert entry.start is not None
-        end = entry.start + max(1, round(block_length_s(entry.timings) / CHUNK_S))
+        end = entry.start + max(
+            1, round(block_length_s(entry.timings, self.manifest.chunk_s) / self.manifest.chunk_s)
+        )
         for b in entry.block.behaviors:
             if isinstance(b, Speech) or (b.id in entry.fixed and entry.timings[b.id].end is not None):
                 end = max(end, self._span(entry, b)[1])
@@ -751,7 +766,7 @@ class Realizer:
         """Speech lost the voice before its end: stop it (it cannot resume)."""
         assert voice.start is not None
         self._stops.append(voice.speech_id)
-        voice.stopped_s = max(0.0, (k - voice.start) * CHUNK_S)
+        voice.stopped_s = max(0.0, (k - voice.start) * self.manifest.chunk_s)
         voice.finished = True
         if self.voice == "estimate":
             del self._voices[voice.speech_id]
@@ -764,7 +779,7 @@ class Realizer:
     def _condition(
         self, k: int, winners: dict[str, tuple[_Entry, Behavior | None]]
     ) -> tuple[ChunkCondition, tuple[str, ...]]:
-        idle = self.idle.at(k)
+        idle = self.idle.at(k, self.manifest)
         action, target, paw, side = "idle", (0.0, 0.0), "right", "other"
         body = winners.get("body")
         if body is None:
@@ -777,12 +792,12 @@ class Realizer:
                 side = str(b.params.get("side", "other"))
                 target = (float(b.params.get("target_x", 0.0)), float(b.params.get("target_y", 0.0)))
             elif isinstance(b, Move):
-                step = WALK_SPEED_PER_S * CHUNK_S
+                step = WALK_SPEED_PER_S * self.manifest.chunk_s
                 if abs(b.x - self.position) > step / 2:
-                    action = "walk_right" if b.x > self.position else "walk_left"
-        if action in ("walk_left", "walk_right"):
-            step = WALK_SPEED_PER_S * CHUNK_S
-            self.position = min(1.0, max(-1.0, self.position + (step if action == "walk_right" else -step)))
+                    action = WALKS[1] if b.x > self.position else WALKS[0]
+        if action in WALKS:
+            step = WALK_SPEED_PER_S * self.manifest.chunk_s
+            self.position = min(1.0, max(-1.0, self.position + (step if action == WALKS[1] else -step)))
         gaze_claim = winners.get("gaze")
         if gaze_claim is None:
             gaze = target if action == "look_at" else idle.gaze
@@ -797,7 +812,7 @@ class Realizer:
         elif face is not None and isinstance(face[1], Speech) and face[1].emotion is not None:
             emotion = face[1].emotion
         speaking = False
-        audio = (0.0,) * FRAMES_PER_CHUNK
+        audio = (0.0,) * self.manifest.frames_per_chunk
         voice_claim = winners.get("voice")
         if voice_claim is not None and isinstance(voice_claim[1], Speech):
             voice = voice_claim[0].voices[voice_claim[1].id]
@@ -820,18 +835,17 @@ class Realizer:
         )
         return condition, scene
 
-    @staticmethod
-    def _envelope(voice: _Voice, k: int) -> tuple[float, ...]:
+    def _envelope(self, voice: _Voice, k: int) -> tuple[float, ...]:
         """The voice's loudness for chunk k's frames: reported by the server, or a syllable-like guess."""
         assert voice.start is not None
-        first = (k - voice.start) * FRAMES_PER_CHUNK
+        n, fps = self.manifest.frames_per_chunk, self.manifest.fps
+        first = (k - voice.start) * n
         if voice.envelope:
-            values = voice.envelope[first : first + FRAMES_PER_CHUNK]
-            return tuple(values) + (0.0,) * (FRAMES_PER_CHUNK - len(values))
+            values = voice.envelope[first : first + n]
+            return tuple(values) + (0.0,) * (n - len(values))
         # About four syllables a second: the mouth opens and closes rather than hanging open.
         return tuple(
-            round(0.55 + 0.4 * math.sin(2 * math.pi * 4.0 * (first + i) / 24.0 + 0.7), 3)
-            for i in range(FRAMES_PER_CHUNK)
+            round(0.55 + 0.4 * math.sin(2 * math.pi * 4.0 * (first + i) / fps + 0.7), 3) for i in range(n)
         )
 
     def _strokes(self, k: int) -> None:
@@ -841,7 +855,9 @@ class Realizer:
             for b in entry.block.behaviors:
                 if isinstance(b, Action | Move) and b.id not in entry.strokes:
                     start = self._start_chunk(entry, b)
-                    stroke = start + round((entry.timings[b.id].stroke - entry.timings[b.id].start) / CHUNK_S)
+                    stroke = start + round(
+                        (entry.timings[b.id].stroke - entry.timings[b.id].start) / self.manifest.chunk_s
+                    )
                     if k >= stroke:
                         entry.strokes.add(b.id)
                         name = b.name if isinstance(b, Action) else "move"

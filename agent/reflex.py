@@ -12,6 +12,10 @@ when it ends; the script or the Director carries on underneath.
 - Gestures: a wave is waved back, a thumbs-up makes it happy, pointing makes it look there, a raised hand
   gets its attention.
 - Typed text: eyes on the user and a nod, so the user sees it was read while the mind works on an answer.
+
+Cooldowns are in seconds on the realizer's clock (its manifest's chunk length). A reflex asks only for
+what the realizer's manifest lists: an action or emotion the model lacks is left out (a ``look_at`` it
+lacks becomes a gaze at the same point, ``plans.within_manifest``); a reflex left with nothing declines.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Literal
 
 import msgspec
 
-from agent.plans import CHUNK_S, Action, Behavior, Block, Emotion, Gaze, SyncRef
+from agent.plans import Action, Behavior, Block, Emotion, Gaze, SyncRef, within_manifest
 from agent.realizer import Realizer, Submission
 from events.bus import EventBus
 from events.vocabulary import (
@@ -82,8 +86,9 @@ class ReflexPolicy:
     def _cooled(self, key: str, cooldown_s: float) -> bool:
         k = self.realizer.chunk + 1
         last = self._last.get(key)
-        if last is not None and (k - last) * CHUNK_S < cooldown_s:
-            left = cooldown_s - (k - last) * CHUNK_S
+        chunk_s = self.realizer.manifest.chunk_s
+        if last is not None and (k - last) * chunk_s < cooldown_s:
+            left = cooldown_s - (k - last) * chunk_s
             self._decline("cooldown", f"the {key} reflex is cooling down ({left:.1f} s left)")
             return False
         self._last[key] = k
@@ -94,7 +99,13 @@ class ReflexPolicy:
         if len(self.declined) > DECLINES_REMEMBERED:
             del self.declined[next(iter(self.declined))]
 
-    def _submit(self, event: Event, behaviors: list[Behavior], label: str, priority: int = 0) -> Submission:
+    def _submit(
+        self, event: Event, behaviors: list[Behavior], label: str, priority: int = 0
+    ) -> Submission | None:
+        behaviors = within_manifest(behaviors, self.realizer.manifest)
+        if not behaviors:
+            self._decline("no_reaction", f"the model can show nothing of the {label} reflex")
+            return None
         block = Block(
             behaviors=behaviors,
             source="reflex",
@@ -151,7 +162,7 @@ class ReflexPolicy:
                 return self._submit(event, behaviors, f"answer {event.gesture}")
         return None
 
-    def _listen(self, event: SpeechStarted) -> Submission:
+    def _listen(self, event: SpeechStarted) -> Submission | None:
         c = self.config
         if self._listening is not None:
             self.realizer.cancel(self._listening)
@@ -165,7 +176,7 @@ class ReflexPolicy:
             for i in range(1, nods)
         ]
         submission = self._submit(event, behaviors, "listening")
-        self._listening = submission.block_id if submission.accepted else None
+        self._listening = submission.block_id if submission is not None and submission.accepted else None
         return submission
 
     @staticmethod

@@ -42,7 +42,6 @@ from agent.bounds import (
 )
 from agent.idle import IdleConfig, IdleVariety
 from agent.plans import (
-    CHUNK_S,
     Behavior,
     Block,
     Channel,
@@ -426,7 +425,7 @@ class ScriptRunner:
         if index in self._spent:
             return False
         last = self._last_fired.get(index)
-        return last is None or (k - last) * CHUNK_S >= trigger.cooldown_s
+        return last is None or (k - last) * self.realizer.manifest.chunk_s >= trigger.cooldown_s
 
     def _fire(self, index: int, trigger: _Trigger, k: int, cause: str | None) -> Submission | None:
         self._last_fired[index] = k
@@ -454,7 +453,8 @@ class ScriptRunner:
         if self._start is None:
             self._start = k
             self._last_activity = k
-        elapsed = (k - self._start) * CHUNK_S
+        chunk_s = self.realizer.manifest.chunk_s
+        elapsed = (k - self._start) * chunk_s
         loop_s = self.script.loop_s
         timeline = self.script.timeline
         # At most one pass over the timeline per chunk, whatever its times say: a chunk's work stays bounded
@@ -470,7 +470,7 @@ class ScriptRunner:
                 break
             self._submit(entry, entry.label or f"timeline[{self._next_entry}]", k, None)
             self._next_entry += 1
-        silent_s = (k - self._last_activity) * CHUNK_S
+        silent_s = (k - self._last_activity) * chunk_s
         for index, trigger in enumerate(self.script.trigger):
             if not isinstance(trigger, SilenceTrigger):
                 continue

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 from served import served, session_url
 
 from server.client import SessionClient, VideoFrame
+from server.media import MediaClock
 from tests.support.slow_client import SlowClient
 
-CHUNK_S = 4 / 24
 CAPACITY = 2  # the bystander and one more: what two cores keep real-time
 SLOW_RATE = 9 * 1024
 PAUSE_S = 1.0  # between cycles of vanishing clients: each cycle builds up to three real sessions
@@ -143,12 +143,13 @@ def worst_lag(client: SlowClient) -> float:
     return max(a.t - offset - a.header["pts_ms"] / 1000 for a in video)
 
 
-def timing(frames: list[VideoFrame], offset: float) -> tuple[int, float, float]:
-    """(frames, largest gap between arrivals in ms, share that arrived within a chunk of the clock)."""
+def timing(frames: list[VideoFrame], offset: float, chunk_s: float) -> tuple[int, float, float]:
+    """(frames, largest gap between arrivals in ms, share that arrived within a chunk (``chunk_s``) of the
+    clock)."""
     t = np.array([f.t for f in frames])
     lag = t - offset - np.array([f.header["pts_ms"] for f in frames]) / 1000
     gap = float(np.diff(t).max()) * 1000 if len(t) > 1 else float("nan")
-    return len(frames), gap, float(np.mean(lag <= CHUNK_S))
+    return len(frames), gap, float(np.mean(lag <= chunk_s))
 
 
 async def stalled_reader(url: str, until: float, tally: Tally) -> str:
@@ -189,8 +190,10 @@ async def main(args: argparse.Namespace) -> None:
     async with contextlib.AsyncExitStack() as stack:
         url = session_url(await stack.enter_async_context(served(SERVER_CONFIG)))
         bystander = await stack.enter_async_context(SessionClient(url))
-        await bystander.start(seed=1)
-        await bystander.wait_frame(lambda f: f.header["chunk"] >= 6, timeout=60)  # past the warm-up
+        started = await bystander.start(seed=1)
+        clock = MediaClock(started["fps"], started["chunk_frames"])
+        # Past the warm-up: a second of chunks (6 at the tiny model's clock).
+        await bystander.wait_frame(lambda f: f.header["chunk"] >= round(1.0 / clock.chunk_s), timeout=60)
         tally = Tally()
         phases = {
             "quiet": lambda end: asyncio.sleep(end - time.monotonic(), "nothing else happens"),
@@ -210,7 +213,7 @@ async def main(args: argparse.Namespace) -> None:
     print("| phase | bystander frames | largest gap ms | on time (within a chunk) | what happened |")
     print("|---|---|---|---|---|")
     for name, began, ended, what in rows:
-        n, gap, on_time = timing([f for f in video if began <= f.t < ended], offset)
+        n, gap, on_time = timing([f for f in video if began <= f.t < ended], offset, clock.chunk_s)
         print(f"| {name} | {n} | {gap:.0f} | {100 * on_time:.1f} % | {what} |")
     print(
         f"\nStarts in storms: admitted {tally.admitted}, refused as beyond capacity {tally.refused}, other "

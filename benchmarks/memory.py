@@ -62,8 +62,8 @@ def sessions_left(base: str) -> int:
 
 async def one_session(url: str, seed: int, seconds: float) -> None:
     async with SessionClient(url) as client:
-        await client.start(seed=seed)
-        chunks = int(seconds * 6)
+        started = await client.start(seed=seed)
+        chunks = int(seconds * started["fps"] / started["chunk_frames"])
         await client.wait_frame(lambda f: f.header["chunk"] >= chunks, timeout=seconds * 5 + 30)
 
 

@@ -26,10 +26,10 @@ from served import served, session_url
 
 from agent.bounds import MAX_SCRIPT_BEHAVIORS, largest_plan
 from server.client import SessionClient
+from server.media import MediaClock
 
-CHUNK_S = 4 / 24
-WARMUP_CHUNKS = 12
-"""Chunks the bystander receives before a phase is measured (a session's first chunks start slower)."""
+WARMUP_S = 2.0
+"""Media time the bystander receives before a phase is measured (a session's first chunks start slower)."""
 
 
 @dataclass
@@ -48,9 +48,11 @@ async def phase(url: str, name: str, seconds: float, rate: float, behaviors: int
     """One phase: a bystander watches for ``seconds`` while the other session floods (``behaviors`` set)
     or only pings (None)."""
     async with SessionClient(url) as bystander, SessionClient(url) as flooder:
-        await bystander.start(seed=1)
+        started = await bystander.start(seed=1)
         await flooder.start(seed=2)
-        await bystander.wait_frame(lambda f: f.header["chunk"] >= WARMUP_CHUNKS, timeout=60)
+        chunk_s = MediaClock(started["fps"], started["chunk_frames"]).chunk_s
+        warm = round(WARMUP_S / chunk_s)  # 12 chunks at the tiny model's clock
+        await bystander.wait_frame(lambda f: f.header["chunk"] >= warm, timeout=60)
         since = len(bystander.received.video)
         answered = len(flooder.received.messages)
         message = (
@@ -77,13 +79,13 @@ async def phase(url: str, name: str, seconds: float, rate: float, behaviors: int
     for f in frames:
         arrival.setdefault(f.header["chunk"], f.t)
     chunks = np.array(sorted(arrival))
-    behind = np.array([arrival[c] for c in chunks]) - chunks * CHUNK_S
+    behind = np.array([arrival[c] for c in chunks]) - chunks * chunk_s
     late_ms = (behind - behind.min()) * 1000.0
     return Phase(
         name=name,
         frames=len(frames),
         max_gap_ms=float(np.diff(times).max() * 1000.0),
-        late_chunks=int(np.sum(late_ms > CHUNK_S * 1000.0)),
+        late_chunks=int(np.sum(late_ms > chunk_s * 1000.0)),
         chunks=int(chunks.size),
         late_p99_ms=float(np.percentile(late_ms, 99)),
         late_max_ms=float(late_ms.max()),

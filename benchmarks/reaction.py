@@ -14,14 +14,17 @@ the delays are spread uniformly over one chunk (seeded, so a run repeats). The f
 goes in with no delay, the worst moment (the next chunk is already generated; the reaction lands one chunk
 later); ``--phase worst`` sends every input that way.
 
-Determinism: one session per input kind whose first input goes in after chunk 24, and one reference
+The clock (frames per second, frames per chunk) is the one each session's ``session.started`` names.
+
+Determinism: one session per input kind whose first input goes in after 4 s, and one reference
 session with the same seed and no input at all. Frames before the reacting frame must be byte-identical
 to the reference, and the reacting frame must differ. A second reference session shows where runs
 without any input already differ; a verdict past that point is marked inconclusive.
 
 ``--minutes N``: one session of N minutes with an input every ``--gap`` chunks (kinds in turn). Reports
 the share of chunks on time (the server's own count, and arrival at the client within one chunk of the
-media clock), the frame rate in 1-second windows (share of windows with >= 23.5 fps), and the offset
+media clock), the frame rate in 1-second windows (share of windows within half a frame of the session's
+fps: >= 23.5 fps at 24), and the offset
 between the character's voice and its mouth (the voice's per-frame loudness cross-correlated with the
 mouth openness that ``streaming_model.probes`` reads from the pixels).
 """
@@ -41,20 +44,29 @@ from served import served, session_url
 from server import demo_audio
 from server.client import Received, SessionClient, VideoFrame
 from server.client_cli import FRAME_S, FRAME_SAMPLES, percentiles
+from server.media import MediaClock
 
 KINDS = ("speech", "clap", "knock", "gesture", "text")
 AUDIO_EVENT = {"speech": "input.speech_started", "clap": "input.sound", "knock": "input.sound"}
-FIRST_CHUNK = 24  # the first input goes in after this chunk (4 s): the greeter plan has said hello by then
-CHUNK_FRAMES = 4
-FPS = 24
-CHUNK_S = CHUNK_FRAMES / FPS
+FIRST_S = 4.0  # the first input goes in after the chunk that ends here: the greeter plan has said hello
+
+
+def first_chunk(clock: MediaClock) -> int:
+    """The chunk after which the first input goes in (chunk 24 at 24 fps with 4-frame chunks)."""
+    return round(FIRST_S / clock.chunk_s)
 
 
 def delays(seed: int, n: int, phase: str) -> list[float]:
-    """Seconds to wait after a chunk's last frame before each of n inputs: the first at the worst moment
+    """When to send each of n inputs after a chunk's last frame, in chunks: the first at the worst moment
     (0), the rest uniform over one chunk, or all 0 for ``phase == "worst"``."""
-    spread = np.random.default_rng(seed).uniform(0.0, CHUNK_S, n) * (phase == "random")
+    spread = np.random.default_rng(seed).uniform(0.0, 1.0, n) * (phase == "random")
     return [0.0, *spread[1:].tolist()][:n]
+
+
+def clock_of(client: SessionClient) -> MediaClock:
+    """The media clock the session's ``session.started`` names."""
+    (started,) = client.received.of_type("session.started")
+    return MediaClock(started["fps"], started["chunk_frames"])
 
 
 def sounds() -> dict[str, np.ndarray]:
@@ -126,11 +138,9 @@ class Trial:
 
 
 async def last_frame_of(client: SessionClient, chunk: int) -> VideoFrame:
+    last = clock_of(client).chunk_frames - 1
     return await client.wait_frame(
-        lambda f: (
-            f.header["chunk"] > chunk
-            or (f.header["chunk"] == chunk and f.header["frame"] == CHUNK_FRAMES - 1)
-        ),
+        lambda f: f.header["chunk"] > chunk or (f.header["chunk"] == chunk and f.header["frame"] == last),
         timeout=30,
     )
 
@@ -138,10 +148,10 @@ async def last_frame_of(client: SessionClient, chunk: int) -> VideoFrame:
 async def fire(
     client: SessionClient, mic: Microphone, kind: str, after_chunk: int, audio: dict, delay: float = 0.0
 ) -> Trial:
-    """Send one input of ``kind`` ``delay`` seconds after chunk ``after_chunk`` has fully arrived; find its
+    """Send one input of ``kind`` ``delay`` chunks after chunk ``after_chunk`` has fully arrived; find its
     event."""
     await last_frame_of(client, after_chunk)
-    await asyncio.sleep(delay)
+    await asyncio.sleep(delay * clock_of(client).chunk_s)
     since = len(client.received.messages)
     if kind in AUDIO_EVENT:
         sent, at_ms = await mic.play(audio[kind])
@@ -184,11 +194,12 @@ async def session(url: str, seed: int) -> AsyncIterator[tuple[SessionClient, Mic
 async def run_kind(
     url: str, seed: int, kind: str, gap: int, audio: dict, waits: list[float]
 ) -> tuple[list[Trial], Received]:
-    """A session with an input of ``kind`` per delay in ``waits``, the first after chunk ``FIRST_CHUNK``."""
+    """A session with an input of ``kind`` per delay in ``waits``, the first after ``first_chunk``."""
     async with session(url, seed) as (client, mic):
         trials = []
+        first = first_chunk(clock_of(client))
         for i, wait in enumerate(waits):
-            trials.append(await fire(client, mic, kind, FIRST_CHUNK + i * gap, audio, wait))
+            trials.append(await fire(client, mic, kind, first + i * gap, audio, wait))
         await last_frame_of(client, trials[-1].after_chunk + gap // 2)
     for trial in trials:
         trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
@@ -245,8 +256,9 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -
     waits = delays(seed, rounds, phase)
     results = {kind: await run_kind(url, seed, kind, gap, audio, waits) for kind in KINDS}
     firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
+    first = min(t.after_chunk for t, _ in firsts.values())
     reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
-    through = max(reacting, default=FIRST_CHUNK) + 3
+    through = max(reacting, default=first) + 3
     ref = await reference(url, seed, through)
     # A second no-input session: where two runs without any input already differ, a differing
     # reacting frame proves nothing about the input.
@@ -258,7 +270,7 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -
     )
     print(f"## Reaction latency at the client (seed {seed}, {rounds} per kind, every {gap} chunks, {when})\n")
     print("\n".join(latency_table(trials)))
-    print(f"\n## Determinism: the first input of each kind, sent after chunk {FIRST_CHUNK}, vs. no input\n")
+    print(f"\n## Determinism: the first input of each kind, sent after chunk {first}, vs. no input\n")
     if unstable is None:
         print(f"Two sessions without input agree on every frame through chunk {through}.\n")
     else:
@@ -273,8 +285,9 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -
         print(f"| {kind} | {trial.event_id or '-'} | {chunk} | {ms} | {verdict} |")
 
 
-def timing(received: Received) -> list[str]:
+def timing(received: Received, clock: MediaClock) -> list[str]:
     """On-time chunks (server count and client arrival), 1-second frame-rate windows, lateness."""
+    fps = clock.fps
     video = received.video
     chunk_arrival: dict[int, float] = {}
     for f in video:
@@ -282,12 +295,12 @@ def timing(received: Received) -> list[str]:
     chunks = np.array(sorted(chunk_arrival))
     arrival = np.array([chunk_arrival[c] for c in chunks])
     # The media clock as seen here: the earliest (least delayed) chunk sets where chunk 0 is due.
-    due = chunks * CHUNK_FRAMES / FPS
+    due = chunks * clock.chunk_s
     late_ms = (arrival - due - np.min(arrival - due)) * 1000.0
     times = np.array([f.t for f in video])
     # Windows start half a frame before a frame is due, so a few ms of jitter does not move frames
     # between neighbouring windows (which would read as 23 fps next to 25).
-    edges = np.arange(times[0] - 0.5 / FPS, times[-1] - 1.0, 1.0)
+    edges = np.arange(times[0] - 0.5 / fps, times[-1] - 1.0, 1.0)
     per_window = np.searchsorted(times, edges + 1.0) - np.searchsorted(times, edges)
     metrics = received.of_type("metrics")
     server_on_time = f"{metrics[-1]['on_time'] * 100:.2f} %" if metrics else "not reported"
@@ -296,10 +309,10 @@ def timing(received: Received) -> list[str]:
         "|---|---:|",
         f"| chunks received | {chunks.size} |",
         f"| chunks on time (server's count) | {server_on_time} |",
-        f"| chunks arriving within one chunk of the media clock | {np.mean(late_ms <= 1000 * CHUNK_FRAMES / FPS) * 100:.2f} % |",
+        f"| chunks arriving within one chunk of the media clock | {np.mean(late_ms <= 1000 * clock.chunk_s) * 100:.2f} % |",
         f"| chunk lateness p50 / p99 / max (ms) | {np.percentile(late_ms, 50):.0f} / {np.percentile(late_ms, 99):.0f} / {late_ms.max():.0f} |",
         f"| 1-second windows | {per_window.size} |",
-        f"| windows with >= 23.5 fps | {np.mean(per_window >= 23.5) * 100:.2f} % (min {per_window.min() if per_window.size else 0} fps) |",
+        f"| windows with >= {fps - 0.5:g} fps | {np.mean(per_window >= fps - 0.5) * 100:.2f} % (min {per_window.min() if per_window.size else 0} fps) |",
     ]
 
 
@@ -307,7 +320,7 @@ MIN_CORRELATION = 0.3
 """Below this the voice does not visibly drive the mouth, and a best lag would be noise."""
 
 
-def voice_mouth_offset(received: Received, identity: int, max_lag: int = 6) -> str:
+def voice_mouth_offset(received: Received, identity: int, fps: int, max_lag: int = 6) -> str:
     """The lag (ms) that best lines the voice's loudness up with the mouth's openness; + = mouth late.
 
     Loudness is the RMS of each frame's audio slice; openness is what ``streaming_model.probes`` reads
@@ -328,18 +341,19 @@ def voice_mouth_offset(received: Received, identity: int, max_lag: int = 6) -> s
     if r_at(best) < MIN_CORRELATION:
         return (
             f"not measured: the mouth does not follow the voice (best correlation r = {r_at(best):.2f}, "
-            f"at {best * 1000 / FPS:+.0f} ms)"
+            f"at {best * 1000 / fps:+.0f} ms)"
         )
-    return f"{best * 1000 / FPS:+.0f} ms (correlation r = {r_at(best):.2f} at that lag)"
+    return f"{best * 1000 / fps:+.0f} ms (correlation r = {r_at(best):.2f} at that lag)"
 
 
 async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str) -> None:
     audio = sounds()
     trials: list[Trial] = []
     end = time.monotonic() + minutes * 60
-    waits = delays(seed, int(minutes * 60 / (gap * CHUNK_S)) + 2, phase)
     async with session(url, seed) as (client, mic):
-        chunk = FIRST_CHUNK
+        clock = clock_of(client)
+        waits = delays(seed, int(minutes * 60 / (gap * clock.chunk_s)) + 2, phase)
+        chunk = first_chunk(clock)
         while time.monotonic() < end:
             wait = waits[len(trials) % len(waits)]
             trials.append(await fire(client, mic, KINDS[len(trials) % len(KINDS)], chunk, audio, wait))
@@ -350,8 +364,8 @@ async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str) ->
     print(f"## A {minutes:g}-minute session (seed {seed}, an input every {gap} chunks)\n")
     print("\n".join(latency_table(trials)))
     print("\n## Timing\n")
-    print("\n".join(timing(client.received)))
-    print(f"\nVoice-to-mouth offset: {voice_mouth_offset(client.received, identity=0)}")
+    print("\n".join(timing(client.received, clock)))
+    print(f"\nVoice-to-mouth offset: {voice_mouth_offset(client.received, identity=0, fps=clock.fps)}")
 
 
 # Two sessions at once (a measured one and its reference); a short resume grace, so that a finished session
@@ -383,7 +397,7 @@ if __name__ == "__main__":
         "--gap",
         type=int,
         default=15,
-        help="chunks between inputs (15 = 2.5 s: past the reflexes' 2 s cooldowns)",
+        help="chunks between inputs (15 = 2.5 s on the tiny model's clock: past the reflexes' 2 s cooldowns)",
     )
     parser.add_argument("--minutes", type=float, help="one long session instead (timing and A/V offset)")
     parser.add_argument(

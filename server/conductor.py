@@ -2,8 +2,9 @@
 
     audio in -> ears -> bus -> minds (reflexes, script or Director -> realizer) -> generator -> media out
 
-Timing (ARCHITECTURE.md, "The clock"): chunk k is sent at ``t0 + k*T`` (T = 166.67 ms), frame by frame at
-the frames' presentation times. Generation of chunk k starts ``lead`` chunks before that, so the generator
+Timing (ARCHITECTURE.md, "The clock"): chunk k is sent at ``t0 + k*T`` (T, the chunk's length, and the
+frame rate are the session's manifest's: 166.67 ms for the tiny model), frame by frame at the frames'
+presentation times. Generation of chunk k starts ``lead`` chunks before that, so the generator
 runs at most about one chunk ahead: every chunk generated early would be latency added to every reaction.
 
 Redirect: while chunk k is being generated, an urgent event (speech, a sound, a gesture, an interrupt)
@@ -68,10 +69,9 @@ from events.vocabulary import (
     Transcript,
 )
 from server import protocol as p
-from server.media import CHUNK_FRAMES, CHUNK_S, FRAME_S, encode_jpeg, frame_pts_ms, pcm16
+from server.media import MediaClock, encode_jpeg, pcm16
 from server.speech import SpeechPlayer
 from streaming_model.condition import ChunkCondition
-from streaming_model.manifest import FRAME_SIZE
 from streaming_model.runtime import SessionSnapshot
 from streaming_model.worker import ModelWorker
 
@@ -172,6 +172,9 @@ class Conductor:
         self.replaces = self.config.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
         self.exact_rewinds = caps.snapshots == "exact"
         """Whether a story rewind continues the picture exactly (else the client is told it does not)."""
+        self.manifest = minds.realizer.manifest
+        """The session's manifest: its clock paces and stamps the media, its picture sizes the frames."""
+        self.clock = MediaClock.of(self.manifest)
         self._send: Send | None = None
         self._attached = asyncio.Event()  # cleared while no client is there: generation pauses
         self._attached.set()
@@ -422,7 +425,7 @@ class Conductor:
         while True:
             await self._attached.wait()
             moved = await self._at_boundary()
-            start_at = self._t0 + (self._m - self.config.lead_chunks) * CHUNK_S
+            start_at = self._t0 + (self._m - self.config.lead_chunks) * self.clock.chunk_s
             if staged is None:
                 # The first chunk starts at once: a session's first generation runs about four times as
                 # long as later ones (the worker thread's first pass through the model).
@@ -430,7 +433,7 @@ class Conductor:
             else:
                 # Handed over just before its first frame is due; a boundary job (a story move) may have
                 # taken a checkpoint that includes it, so then it stays as it is.
-                hand_at = min(start_at, self._t0 + staged.index * CHUNK_S - HANDOFF_S)
+                hand_at = min(start_at, self._t0 + staged.index * self.clock.chunk_s - HANDOFF_S)
                 if self.replaces and not moved:
                     staged = await self._replace_until(staged, hand_at)
                 self._ready.put_nowait(staged)
@@ -445,7 +448,7 @@ class Conductor:
         regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
         assert self._urgent is not None
         loop = asyncio.get_running_loop()
-        send_at = self._t0 + chunk.index * CHUNK_S
+        send_at = self._t0 + chunk.index * self.clock.chunk_s
         while (left := hand_at - loop.time()) > 0:
             try:
                 event = await asyncio.wait_for(self._urgent.get(), left)
@@ -466,7 +469,7 @@ class Conductor:
         """Regenerate a generated, unsent chunk under ``redo`` if that is still ready in time: (the chunk to
         send, whether it was replaced). If not, the old chunk stays and the answer shows in the next one."""
         assert redo.out is not None
-        send_at = self._t0 + chunk.index * CHUNK_S
+        send_at = self._t0 + chunk.index * self.clock.chunk_s
         deadline = send_at - self._finish_s() - FINISH_SLACK_S
         new = await self._regenerate(chunk, redo, deadline) if self.replaces else None
         if new is None:
@@ -506,12 +509,12 @@ class Conductor:
 
     def _typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""
-        return float(np.median(self.chunk_times)) if self.chunk_times else CHUNK_S / 2
+        return float(np.median(self.chunk_times)) if self.chunk_times else self.clock.chunk_s / 2
 
     def _finish_s(self) -> float:
         """Seconds that finishing a denoised chunk (commit, decode, encode) takes in 95 % of chunks."""
         finish = self.worker.finish_times
-        return float(np.percentile(list(finish), 95)) if finish else CHUNK_S / 4
+        return float(np.percentile(list(finish), 95)) if finish else self.clock.chunk_s / 4
 
     async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
         """The realizer's decision for media chunk m with the voice acted on and its real mouth envelope.
@@ -523,7 +526,7 @@ class Conductor:
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame + 1, speech_id)
         for cue in out.speech_start:
-            self.player.start(cue, (m + 1) * CHUNK_FRAMES, cue_frame=m * CHUNK_FRAMES)
+            self.player.start(cue, self.clock.first_frame(m + 1), cue_frame=self.clock.first_frame(m))
         envelope = await self.player.envelope(m)
         if envelope is not None:
             speaking = self.player.sounding(m)
@@ -536,7 +539,7 @@ class Conductor:
         """Generate chunk k (media chunk m) under the realizer's decision, redirecting it while in flight
         when urgent events allow."""
         loop = asyncio.get_running_loop()
-        send_at = self._t0 + m * CHUNK_S
+        send_at = self._t0 + m * self.clock.chunk_s
         begun = loop.time()
         self._drain_urgent()  # what arrived since the last chunk is already in this decision
         decision = self.minds.tick(k)
@@ -662,7 +665,7 @@ class Conductor:
         loop = asyncio.get_running_loop()
         while True:
             chunk = await self._ready.get()
-            send_at = self._t0 + chunk.index * CHUNK_S
+            send_at = self._t0 + chunk.index * self.clock.chunk_s
             self.chunks_sent += 1
             if chunk.ready_at <= send_at + 1e-3:
                 self.chunks_on_time += 1
@@ -679,11 +682,11 @@ class Conductor:
                     " (replaced)" if chunk.replaced else "",
                 )
             for i, jpeg in enumerate(chunk.jpegs):
-                frame = chunk.index * CHUNK_FRAMES + i
-                if (delay := self._t0 + frame * FRAME_S - loop.time()) > 0:
+                frame = self.clock.first_frame(chunk.index) + i
+                if (delay := self._t0 + frame * self.clock.frame_s - loop.time()) > 0:
                     await asyncio.sleep(delay)
                 self._last_frame = frame
-                pts = frame_pts_ms(frame)
+                pts = self.clock.pts_ms(frame)
                 audio = self.player.slice(frame)
                 await self._out(
                     p.encode_media(
@@ -699,8 +702,8 @@ class Conductor:
                     chunk=chunk.index,
                     frame=i,
                     pts_ms=pts,
-                    width=FRAME_SIZE,
-                    height=FRAME_SIZE,
+                    width=self.manifest.width,
+                    height=self.manifest.height,
                     reflects=reflects,
                     gen_chunk=chunk.gen_chunk,
                 )

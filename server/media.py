@@ -1,25 +1,56 @@
 """Media out: the session's clock, JPEG frames and PCM16 audio slices.
 
-Chunk k holds frames 4k..4k+3 and covers presentation time [k*T, (k+1)*T) with T = 166.67 ms at 24 fps.
-Every video frame carries its own slice of the character's audio (1000 samples at 24 kHz).
+The clock is the session's manifest's: with n frames per chunk at f fps, chunk k holds frames nk..nk+n-1
+and covers presentation time [k*T, (k+1)*T) with T = n/f (166.67 ms for the tiny model's 4 frames at 24
+fps). Every video frame carries its own slice of the character's audio (rate/f samples: 1000 at 24 kHz).
 """
 
 from __future__ import annotations
 
 import io
 
+import msgspec
 import numpy as np
 from PIL import Image
 
-FPS = 24
-CHUNK_FRAMES = 4
-FRAME_S = 1.0 / FPS
-CHUNK_S = CHUNK_FRAMES / FPS
+from streaming_model.manifest import Manifest
 
 
-def frame_pts_ms(frame: int) -> float:
-    """Presentation time of global frame number ``frame`` in ms from the session's start."""
-    return round(frame * 1000.0 / FPS, 3)
+class MediaClock(msgspec.Struct, frozen=True):
+    """A session's media clock: ``fps`` frames a second, ``chunk_frames`` frames a chunk."""
+
+    fps: int
+    chunk_frames: int
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> MediaClock:
+        """The clock ``manifest`` declares."""
+        return cls(manifest.fps, manifest.frames_per_chunk)
+
+    @property
+    def frame_s(self) -> float:
+        """Seconds one frame is shown."""
+        return 1.0 / self.fps
+
+    @property
+    def chunk_s(self) -> float:
+        """Seconds one chunk covers."""
+        return self.chunk_frames / self.fps
+
+    def first_frame(self, chunk: int) -> int:
+        """Global number of chunk ``chunk``'s first frame."""
+        return chunk * self.chunk_frames
+
+    def pts_ms(self, frame: int) -> float:
+        """Presentation time of global frame number ``frame`` in ms from the session's start."""
+        return round(frame * 1000.0 / self.fps, 3)
+
+    def samples_per_frame(self, rate: int) -> int:
+        """Audio samples at ``rate`` Hz that one frame carries; ``ValueError`` unless a frame holds a whole
+        number of them (the slices would drift from the pictures)."""
+        if rate % self.fps:
+            raise ValueError(f"an audio rate of {rate} Hz does not divide into {self.fps} frames a second")
+        return rate // self.fps
 
 
 def encode_jpeg(frame: np.ndarray, quality: int = 85) -> bytes:

@@ -1,6 +1,7 @@
 """The character's speech in a live session: synthesis, per-frame audio slices, the mouth, interruption.
 
-The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). The player synthesises it
+The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). Audio is sliced per video
+frame on the realizer's manifest's clock: rate/fps samples a frame. The player synthesises it
 sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
 playback), and the mouth of every chunk follows the voice's real loudness envelope.
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agent.realizer import Realizer, SpeechCue
-from server.media import CHUNK_FRAMES, FPS
+from server.media import MediaClock
 from server.voice import Utterance, Voice
 
 
@@ -40,7 +41,8 @@ class SpeechPlayer:
     def __init__(self, voice: Voice, realizer: Realizer) -> None:
         self.voice = voice
         self.realizer = realizer
-        self.per_frame = voice.rate // FPS
+        self.clock = MediaClock.of(realizer.manifest)
+        self.per_frame = self.clock.samples_per_frame(voice.rate)
         self._now: _Speaking | None = None
 
     @property
@@ -86,8 +88,9 @@ class SpeechPlayer:
             # Until every sentence is synthesised, guess the rest's length from its share of the text.
             said = max(1, len(utterance.text))
             duration *= (said + sum(len(s) + 1 for s in now.sentences_left)) / said
-        self.realizer.speech_audio(now.cue.speech_id, utterance.frame_envelope(FPS).tolist())
-        self.realizer.speech_started(now.cue.speech_id, duration, (now.start_frame - now.cue_frame) / FPS)
+        fps = self.clock.fps
+        self.realizer.speech_audio(now.cue.speech_id, utterance.frame_envelope(fps).tolist())
+        self.realizer.speech_started(now.cue.speech_id, duration, (now.start_frame - now.cue_frame) / fps)
 
     def slice(self, frame: int) -> np.ndarray:
         """The character's audio for global frame ``frame`` (silence when not speaking); ends speech."""
@@ -115,8 +118,9 @@ class SpeechPlayer:
         now = self._now
         if now is None:
             return None
-        first = chunk * CHUNK_FRAMES - now.start_frame
-        need = (first + CHUNK_FRAMES) * self.per_frame
+        n = self.clock.chunk_frames
+        first = self.clock.first_frame(chunk) - now.start_frame
+        need = (first + n) * self.per_frame
         while (
             self._now is now and not now.done and (now.utterance is None or now.utterance.samples.size < need)
         ):
@@ -125,18 +129,18 @@ class SpeechPlayer:
         if self._now is not now:
             return None
         if now.utterance is None:
-            return (0.0,) * CHUNK_FRAMES
-        env = now.utterance.frame_envelope(FPS)
-        return tuple(float(env[f]) if 0 <= f < env.size else 0.0 for f in range(first, first + CHUNK_FRAMES))
+            return (0.0,) * n
+        env = now.utterance.frame_envelope(self.clock.fps)
+        return tuple(float(env[f]) if 0 <= f < env.size else 0.0 for f in range(first, first + n))
 
     def sounding(self, chunk: int) -> bool:
         """Whether the voice sounds during any frame of ``chunk``."""
         now = self._now
         if now is None or now.utterance is None:
             return False
-        first = chunk * CHUNK_FRAMES - now.start_frame
+        first = self.clock.first_frame(chunk) - now.start_frame
         frames = -(-now.utterance.samples.size // self.per_frame)
-        return first + CHUNK_FRAMES > 0 and first < frames
+        return first + self.clock.chunk_frames > 0 and first < frames
 
     def interrupt(self, frame: int, speech_id: str | None = None) -> str | None:
         """Cut the voice at global frame ``frame`` (only ``speech_id``, if given); returns what was heard."""

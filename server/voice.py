@@ -62,8 +62,9 @@ class Utterance:
         """The words completely played within the first ``played_samples`` samples."""
         return " ".join(w.word for w in self.words if w.end <= played_samples)
 
-    def frame_envelope(self, fps: int = 24, floor_db: float = -45.0, ceil_db: float = -12.0) -> np.ndarray:
-        """Loudness of each video frame in [0, 1] (dB mapped linearly from ``floor_db`` to ``ceil_db``)."""
+    def frame_envelope(self, fps: int, floor_db: float = -45.0, ceil_db: float = -12.0) -> np.ndarray:
+        """Loudness of each video frame at ``fps`` in [0, 1] (dB mapped linearly from ``floor_db`` to
+        ``ceil_db``)."""
         per = self.rate // fps
         n = -(-self.samples.size // per)
         padded = np.zeros(n * per, dtype=np.float32)

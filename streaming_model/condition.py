@@ -1,6 +1,6 @@
 """Per-chunk conditions: the typed form callers write and the numeric form the world and model read.
 
-A condition holds for one 4-frame chunk. The action phase (frames since the action started) is not part
+A condition holds for one chunk (``frames_per_chunk`` frames of the manifest it is validated against). The action phase (frames since the action started) is not part
 of what a caller writes: the runtime counts it, because it follows from the sequence of conditions.
 """
 
@@ -12,7 +12,16 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from .manifest import ACTION_INDEX, ACTIONS, EMOTION_INDEX, FPS, FRAMES_PER_CHUNK, SIDES
+from .manifest import (
+    ACTION_INDEX,
+    ACTIONS,
+    EMOTION_INDEX,
+    FPS,
+    FRAMES_PER_CHUNK,
+    SIDES,
+    Manifest,
+    build_manifest,
+)
 
 # Frequencies (Hz) of the world's cyclic motions; phase features at these make cycles easy to learn.
 CYCLE_HZ: tuple[float, ...] = (2.0, 2.5, 1.0 / 0.75)
@@ -28,6 +37,10 @@ PARAM_GAIN = 4.0
 CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
 
 
+_OWN = build_manifest()
+"""The tiny model's manifest: what a condition is validated against unless another is given."""
+
+
 class ConditionError(ValueError):
     """A chunk condition that the model cannot accept (unknown action, wrong shape, out of range)."""
 
@@ -37,7 +50,8 @@ class ChunkCondition(msgspec.Struct, frozen=True):
 
     target: look_at's point; gaze: where the eyes look for any other action. Both in [-1, 1]^2 screen
     units (x right, y down). paw: wave's paw; side: the side a turn ends facing ("other": around).
-    audio: the voice envelope of the chunk's 4 frames, in [0, 1].
+    audio: the voice envelope of the chunk's frames (``frames_per_chunk`` values), in [0, 1]; the default
+    is the tiny model's chunk of silence, so a caller at another clock gives its own.
     """
 
     action: str = "idle"
@@ -46,7 +60,7 @@ class ChunkCondition(msgspec.Struct, frozen=True):
     paw: str = "right"
     emotion: str = "neutral"
     speaking: bool = False
-    audio: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
+    audio: tuple[float, ...] = (0.0,) * FRAMES_PER_CHUNK
     side: str = "other"
 
     @property
@@ -54,19 +68,22 @@ class ChunkCondition(msgspec.Struct, frozen=True):
         """The envelope while speaking, else silence: what the decoder's mouth reads, frame by frame."""
         return self.audio if self.speaking else (0.0,) * len(self.audio)
 
-    def validate(self) -> None:
-        """Raise ConditionError naming the first problem found."""
-        if self.action not in ACTION_INDEX:
-            raise ConditionError(f"unknown action {self.action!r}; known: {sorted(ACTION_INDEX)}")
-        if self.emotion not in EMOTION_INDEX:
-            raise ConditionError(f"unknown emotion {self.emotion!r}; known: {sorted(EMOTION_INDEX)}")
+    def validate(self, manifest: Manifest | None = None) -> None:
+        """Raise ConditionError naming the first problem found against ``manifest`` (its actions, emotions
+        and chunk length; by default the tiny model's own)."""
+        m = manifest or _OWN
+        actions = [a.name for a in m.actions]
+        if self.action not in actions:
+            raise ConditionError(f"unknown action {self.action!r}; known: {sorted(actions)}")
+        if self.emotion not in m.emotions:
+            raise ConditionError(f"unknown emotion {self.emotion!r}; known: {sorted(m.emotions)}")
         if self.paw not in ("left", "right"):
             raise ConditionError(f"paw must be 'left' or 'right', got {self.paw!r}")
         if self.side not in SIDES:
             raise ConditionError(f"side must be one of {list(SIDES)}, got {self.side!r}")
-        if len(self.audio) != FRAMES_PER_CHUNK:
+        if len(self.audio) != m.frames_per_chunk:
             raise ConditionError(
-                f"audio must hold {FRAMES_PER_CHUNK} values (one per frame), got {len(self.audio)}"
+                f"audio must hold {m.frames_per_chunk} values (one per frame), got {len(self.audio)}"
             )
         for name, pair in (("target", self.target), ("gaze", self.gaze)):
             if len(pair) != 2:

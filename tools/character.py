@@ -2,7 +2,9 @@
 
 perform, say, set_emotion, look_at, move_to, scene_event, schedule_block, wait, remember. Action, emotion
 and scene-event names are enums taken from the manifest, and numeric bounds come from its parameter specs,
-so a retrained model with other capabilities changes the tools the LLM sees without touching this file.
+so a retrained model with other capabilities changes the tools the LLM sees without touching this file:
+``move_to`` is offered only to a model that can walk (``plans.WALKS``), and ``look_at``'s ``turn_head`` only
+to one with a ``look_at`` action.
 Each tool turns its arguments into a plan ``Block`` and hands it to the context's ``submit`` (the Director
 stamps source, epoch and cause there); ``remember`` keeps a fact in the Director's memory.
 
@@ -20,6 +22,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from agent.plans import (
+    WALKS,
     Action,
     Behavior,
     Block,
@@ -114,7 +117,10 @@ def build_toolbox(
 ) -> ToolBox[ToolContext]:
     """The character tools for ``manifest``; ``places`` are the scene's named spots (may be empty).
     ``scene_shown``: whether the backend draws the manifest's scene events (none does yet)."""
-    actions = _literal(tuple(a.name for a in manifest.actions))
+    names = tuple(a.name for a in manifest.actions)
+    actions = _literal(names)
+    can_walk = set(names).issuperset(WALKS)
+    turns_head = "look_at" in names
     emotions = _literal(manifest.emotions)
     params = action_params(manifest)
     param_fields = [(p.name, _param_type(p) | None, None) for p in params]
@@ -189,7 +195,7 @@ def build_toolbox(
             ("y", Annotated[Unit, msgspec.Meta(description="-1 top .. 1 bottom")] | None, None),
             ("place", place_type | None, None),
             ("duration_s", Seconds, 2.0),
-            ("turn_head", bool, False),
+            *([("turn_head", bool, False)] if turns_head else []),
         ],
         "Look at a point or a place.",
     )
@@ -258,7 +264,7 @@ def build_toolbox(
             raise ToolError("give x (and y) or a place", "x")
         x, y = place.gaze if place is not None else (a.x, a.y or 0.0)
         look: Behavior = Gaze(x=x, y=y, duration_s=a.duration_s)
-        if a.turn_head:
+        if turns_head and a.turn_head:
             look = Action(name="look_at", params={"target_x": x, "target_y": y}, duration_s=a.duration_s)
         return emit(ctx, Block(behaviors=[look], label="look"))
 
@@ -304,7 +310,8 @@ def build_toolbox(
     )
     box.register(Tool("set_emotion", "Show an emotion on the face for a while.", EmotionArgs, set_emotion))
     box.register(Tool("look_at", "Look at a point on screen or a named place.", LookArgs, look_at))
-    box.register(Tool("move_to", "Walk to a floor position or a named place.", MoveArgs, move_to))
+    if can_walk:
+        box.register(Tool("move_to", "Walk to a floor position or a named place.", MoveArgs, move_to))
     if scene_shown:
         box.register(Tool("scene_event", "Trigger a scene event.", SceneArgs, scene_event))
     box.register(

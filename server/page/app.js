@@ -47,12 +47,19 @@ async function onVideo(header, payload) {
   const delay = (playTime(header.pts_ms) - state.audio.currentTime) * 1000;
   setTimeout(() => {
     const canvas = $("screen");
-    if (canvas.width !== header.width) { canvas.width = header.width; canvas.height = header.height; }
+    if (canvas.width !== header.width || canvas.height !== header.height) sizeScreen(header);
     canvas.getContext("2d").drawImage(bitmap, 0, 0);
     state.framesDrawn += 1;
     $("frames").textContent = state.framesDrawn;
     if (header.reflects.length) log(`chunk ${header.chunk} reflects ${header.reflects.join(", ")}`);
   }, Math.max(0, delay));
+}
+
+// The picture's size is the session's (its model's): session.started names it, each frame repeats it.
+function sizeScreen({ width, height }) {
+  const canvas = $("screen");
+  canvas.width = width;
+  canvas.height = height;
 }
 
 function onAudio(header, payload) {
@@ -75,6 +82,7 @@ function onMessage(message) {
     case "session.started":
       state.started = message;
       state.outRate = message.audio_out_rate;
+      sizeScreen(message);
       $("status").textContent = `live: ${message.session_id}`;
       $("status").dataset.state = "live";
       setLive(true);

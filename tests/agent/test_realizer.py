@@ -8,7 +8,6 @@ import pytest
 
 from agent.idle import IdleConfig, IdleVariety
 from agent.plans import (
-    CHUNK_S,
     Action,
     Behavior,
     Block,
@@ -35,7 +34,10 @@ from agent.progress import (
 from agent.realizer import ChunkOutput, Realizer
 from events.bus import EventBus, Subscription
 from events.vocabulary import Event
+from streaming_model.manifest import build_manifest
 from tests.support.events import only
+
+CHUNK_S = build_manifest().chunk_s
 
 
 def drain(sub: Subscription) -> list[Event]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.plans import CHUNK_S, Move
+from agent.plans import Move
 from agent.progress import BlockStarted
 from agent.realizer import ChunkOutput, Realizer
 from agent.script import (
@@ -29,6 +29,7 @@ from streaming_model.probes import Measures
 from tests.agent.frames import generated
 
 MANIFEST = build_manifest()
+CHUNK_S = MANIFEST.chunk_s
 
 
 def chunk_of(seconds: float) -> int:

@@ -94,10 +94,13 @@ async def test_the_page_connects_and_draws_about_24_frames_a_second_that_are_not
     rate = (drawn - first) / (time.monotonic() - start)
     assert 15 <= rate <= 30, f"{rate:.1f} frames drawn per second"  # lenient: CI shares two cores
     assert int(await page.evaluate("document.getElementById('frames').textContent")) >= drawn
+    width, height = await page.evaluate("[window.onstage.started.width, window.onstage.started.height]")
+    screen = "document.getElementById('screen')"
+    assert await page.evaluate(f"[{screen}.width, {screen}.height]") == [width, height]
     pixels = await page.evaluate(
-        "Array.from(document.getElementById('screen').getContext('2d').getImageData(0, 0, 128, 128).data)"
+        f"Array.from({screen}.getContext('2d').getImageData(0, 0, {width}, {height}).data)"
     )
-    rgb = np.asarray(pixels, dtype=np.float32).reshape(128, 128, 4)[..., :3]
+    rgb = np.asarray(pixels, dtype=np.float32).reshape(height, width, 4)[..., :3]
     assert rgb.std() > 10.0, "the canvas is blank (one flat colour)"
     assert len(np.unique(rgb.reshape(-1, 3) // 32, axis=0)) >= 4, "the canvas shows hardly any colours"
 

@@ -37,7 +37,7 @@ def test_heard_text_holds_only_the_words_played_in_full(utterance) -> None:
 
 
 def test_the_mouth_envelope_is_open_in_speech_and_closed_in_the_pause_between_sentences(utterance) -> None:
-    env = utterance.frame_envelope()
+    env = utterance.frame_envelope(24)
     assert env.shape == (-(-utterance.samples.size // 1000),)
     assert env.min() >= 0.0 and env.max() <= 1.0
     frames = lambda a, b: env[a // 1000 : b // 1000]  # noqa: E731
