@@ -203,6 +203,10 @@ class LLMServer:
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass  # the client went away (a cancelled request closes its connection)
+        except RuntimeError:
+            if not writer.is_closing():
+                raise
+            # uvloop's way of saying the same: a write to a connection the client has closed
         except asyncio.CancelledError:
             pass  # the server is closing; a handler that ends cancelled is logged as an error by asyncio
         finally:
