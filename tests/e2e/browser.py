@@ -12,10 +12,11 @@ import base64
 import contextlib
 import itertools
 import json
+import re
 import shutil
 import tempfile
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +124,13 @@ class Page:
 
 
 @contextlib.asynccontextmanager
-async def chromium(url: str, microphone: Path, start_timeout: float = 20.0) -> AsyncIterator[Page]:
+async def chromium(
+    url: str, microphone: Path, start_timeout: float = 20.0, before_page: str | None = None
+) -> AsyncIterator[Page]:
     """Headless Chromium showing ``url`` with ``microphone`` (a 16-bit WAV) as the microphone.
 
     The page's DevTools domains are enabled before it navigates, so nothing it throws goes unseen.
+    ``before_page``: JavaScript run in the page before any of its own scripts (to watch what they do).
     Chromium's own log goes to ``chrome_debug.log`` in its throwaway profile and is quoted if it dies.
     """
     profile = Path(tempfile.mkdtemp(prefix="onstage-chromium-"))
@@ -150,6 +154,8 @@ async def chromium(url: str, microphone: Path, start_timeout: float = 20.0) -> A
         page = Page(ws)
         await page.call("Runtime.enable")
         await page.call("Page.enable")
+        if before_page is not None:
+            await page.call("Page.addScriptToEvaluateOnNewDocument", source=before_page)
         await page.call("Page.navigate", url=url)
         await page.wait_until("location.href !== 'about:blank' && document.readyState === 'complete'")
         yield page
@@ -187,3 +193,31 @@ def _tail(path: Path, chars: int = 2000) -> str:
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.load(response)
+
+
+LOG = "[...document.querySelectorAll('#log li')].map(li => li.textContent).reverse()"
+"""The page's event log, oldest first (the page shows the newest on top)."""
+
+
+def event_ids(log: list[str], message_type: str, **fields: str) -> list[str]:
+    """Event ids of the logged messages of ``message_type`` (with the given string fields)."""
+    out = []
+    for line in log:
+        if f" {message_type} " not in line or not all(f'"{k}":"{v}"' in line for k, v in fields.items()):
+            continue
+        if match := re.search(r'"event_id":"([^"]+)"', line):
+            out.append(match.group(1))
+    return out
+
+
+def reflected(log: list[str]) -> set[str]:
+    """Event ids named by drawn frames (the page logs "chunk N reflects e1, e2" when it draws them)."""
+    return {e for line in log if (m := re.search(r"reflects (.+)$", line)) for e in m.group(1).split(", ")}
+
+
+async def wait_for_log(page: Page, holds: Callable[[list[str]], object], timeout: float = 20.0) -> list[str]:
+    """The page's log once ``holds(log)`` is truthy (polled every 100 ms)."""
+    async with asyncio.timeout(timeout):
+        while not holds(log := await page.evaluate(LOG)):  # noqa: ASYNC110 (polls the browser)
+            await asyncio.sleep(0.1)
+    return log

@@ -8,9 +8,7 @@ A screenshot goes to ``/tmp/onstage-browser.png`` for a human look.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ from server.app import OnstageServer
 from server.limits import Limits
 from server.sessions import SessionFactory
 from streaming_model.tiny import TinyBackend
-from tests.e2e.browser import CHROMIUM, Page, chromium
+from tests.e2e.browser import CHROMIUM, Page, chromium, event_ids, reflected, wait_for_log
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -33,8 +31,6 @@ pytestmark = [
 ]
 
 SCREENSHOT = Path("/tmp/onstage-browser.png")
-LOG = "[...document.querySelectorAll('#log li')].map(li => li.textContent).reverse()"
-"""The page's event log, oldest first (the page shows the newest on top)."""
 
 
 def microphone_wav(path: Path) -> Path:
@@ -42,30 +38,6 @@ def microphone_wav(path: Path) -> Path:
     pcm = np.clip(demo_audio.demo_recording(), -1.0, 1.0 - 1 / 32768) * 32768.0
     wavfile.write(path, demo_audio.RATE, pcm.astype("<i2"))
     return path
-
-
-def event_ids(log: list[str], message_type: str, **fields: str) -> list[str]:
-    """Event ids of the logged messages of ``message_type`` (with the given string fields)."""
-    out = []
-    for line in log:
-        if f" {message_type} " not in line or not all(f'"{k}":"{v}"' in line for k, v in fields.items()):
-            continue
-        if match := re.search(r'"event_id":"([^"]+)"', line):
-            out.append(match.group(1))
-    return out
-
-
-def reflected(log: list[str]) -> set[str]:
-    """Event ids named by drawn frames (the page logs "chunk N reflects e1, e2" when it draws them)."""
-    return {e for line in log if (m := re.search(r"reflects (.+)$", line)) for e in m.group(1).split(", ")}
-
-
-async def wait_for_log(page: Page, holds: Callable[[list[str]], object], timeout: float = 20.0) -> list[str]:
-    """The page's log once ``holds(log)`` is truthy (polled every 100 ms)."""
-    async with asyncio.timeout(timeout):
-        while not holds(log := await page.evaluate(LOG)):  # noqa: ASYNC110 (polls the browser)
-            await asyncio.sleep(0.1)
-    return log
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
