@@ -8,7 +8,9 @@ A screenshot goes to ``/tmp/onstage-browser.png`` for a human look.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,18 @@ pytestmark = [
 ]
 
 SCREENSHOT = Path("/tmp/onstage-browser.png")
+
+
+CHUNK_FRAMES = 4
+"""Frames per chunk of the default model, which this page's server runs."""
+
+
+def chunks_sent(origin: str) -> int:
+    """Chunks the server's one session has sent so far (its ``/metrics``)."""
+    with urllib.request.urlopen(f"{origin}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    (count,) = re.findall(r"^onstage_session_chunks_sent_total\{[^}]*\} (\d+)$", text, re.M)
+    return int(count)
 
 
 def microphone_wav(path: Path) -> Path:
@@ -56,15 +70,23 @@ async def page(tmp_path_factory: pytest.TempPathFactory):
         assert done, "OnstageServer.close() did not return within 15 s (a session ignored its cancellation)"
 
 
-async def test_the_page_connects_and_draws_about_24_frames_a_second_that_are_not_blank(page: Page) -> None:
+async def test_the_page_connects_and_draws_every_frame_the_server_sends_and_they_are_not_blank(
+    page: Page,
+) -> None:
     await page.wait_until("window.onstage && window.onstage.started !== null")
     assert await page.evaluate("document.getElementById('status').dataset.state") == "live"
     first = await page.wait_until("window.onstage.framesDrawn >= 12 && window.onstage.framesDrawn")
+    origin = await page.evaluate("window.location.origin")
+    sent_before = await asyncio.to_thread(chunks_sent, origin)
     start = time.monotonic()
     await asyncio.sleep(2.0)
     drawn = await page.evaluate("window.onstage.framesDrawn")
-    rate = (drawn - first) / (time.monotonic() - start)
-    assert 15 <= rate <= 30, f"{rate:.1f} frames drawn per second"  # lenient: CI shares two cores
+    sent = (await asyncio.to_thread(chunks_sent, origin) - sent_before) * CHUNK_FRAMES
+    seconds = time.monotonic() - start
+    # The page draws every frame the server sends (24 a second on a quiet machine; fewer on a loaded one,
+    # where the model is slower than real time), and never more than real time.
+    assert sent > 0 and drawn - first >= 0.8 * sent - CHUNK_FRAMES, (drawn - first, sent)
+    assert (drawn - first) / seconds <= 30, f"{(drawn - first) / seconds:.1f} frames drawn per second"
     assert int(await page.evaluate("document.getElementById('frames').textContent")) >= drawn
     width, height = await page.evaluate("[window.onstage.started.width, window.onstage.started.height]")
     screen = "document.getElementById('screen')"
