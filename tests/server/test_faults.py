@@ -5,9 +5,7 @@ a bystander session streams on throughout."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
@@ -16,25 +14,10 @@ from server.app import OnstageServer
 from server.backlog import kernel_send_queue
 from server.client import SessionClient
 from server.limits import Limits
+from tests.support.serving import serving, until
 from tests.support.slow_client import SlowClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@contextlib.asynccontextmanager
-async def serving(factory, limits: Limits) -> AsyncIterator[tuple[OnstageServer, str]]:
-    srv = OnstageServer(factory, limits)
-    await srv.start("127.0.0.1", 0)
-    try:
-        yield srv, f"ws://127.0.0.1:{srv.port}/v1/session"
-    finally:
-        await srv.close()
-
-
-async def until(predicate, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110 (polls server state that has no event of its own)
-            await asyncio.sleep(0.01)
 
 
 async def streams_on(client: SessionClient, chunks: int = 6) -> None:

@@ -8,32 +8,14 @@ import asyncio
 import contextlib
 import gc
 import weakref
-from collections.abc import AsyncIterator
 
 import pytest
 
-from server.app import OnstageServer
 from server.client import SessionClient
 from server.limits import Limits
+from tests.support.serving import serving, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@contextlib.asynccontextmanager
-async def serving(factory, limits: Limits) -> AsyncIterator[tuple[OnstageServer, str]]:
-    srv = OnstageServer(factory, limits)
-    await srv.start("127.0.0.1", 0)
-    try:
-        yield srv, f"ws://127.0.0.1:{srv.port}/v1/session"
-    finally:
-        await srv.close()
-
-
-async def until(predicate, timeout: float = 10.0) -> None:
-    """Wait for ``predicate()`` to hold, checking every loop turn or so."""
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110 (polls server state that has no event of its own)
-            await asyncio.sleep(0.01)
 
 
 def resume_of(started: dict) -> dict:
