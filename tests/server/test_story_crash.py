@@ -32,7 +32,8 @@ CHUNK_WAIT_S = 120.0
 
 @contextlib.asynccontextmanager
 async def serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``onstage serve`` on a free loopback port with ``db`` as its story database; yields (process, url)."""
+    """``onstage serve`` on a free loopback port with ``db`` as its story database; yields (process, url).
+    A failure inside says what the server logged last."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -63,6 +64,9 @@ async def serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str
     reader = asyncio.create_task(drain(process.stderr))
     try:
         yield process, f"ws://127.0.0.1:{await asyncio.wait_for(port, STARTUP_S)}/v1/session"
+    except Exception as exc:
+        log = b"".join(lines[-30:]).decode(errors="replace")
+        raise AssertionError(f"{exc!r}; the server's last log lines:\n{log}") from exc
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -76,9 +80,17 @@ async def chunk_frames(client: SessionClient, gen_chunk: int, after_media: int =
     def of_it(f: VideoFrame) -> bool:
         return f.header["gen_chunk"] == gen_chunk and f.header["chunk"] > after_media
 
-    first = await client.wait_frame(of_it, CHUNK_WAIT_S)
-    media = first.header["chunk"]
-    await client.wait_frame(lambda f: f.header["chunk"] == media and f.header["frame"] == 3, CHUNK_WAIT_S)
+    try:
+        first = await client.wait_frame(of_it, CHUNK_WAIT_S)
+        media = first.header["chunk"]
+        await client.wait_frame(lambda f: f.header["chunk"] == media and f.header["frame"] == 3, CHUNK_WAIT_S)
+    except TimeoutError:
+        seen = [(f.header["chunk"], f.header["frame"], f.header["gen_chunk"]) for f in client.received.video]
+        errors = [m for _, m in client.received.messages if m.get("type") == "error"]
+        raise AssertionError(
+            f"generator chunk {gen_chunk} after media chunk {after_media} is not all there: the last frames "
+            f"(chunk, frame, gen_chunk) {seen[-12:]} of {len(seen)}, errors {errors}"
+        ) from None
     return [f.jpeg for f in client.received.video if f.header["chunk"] == media]
 
 
