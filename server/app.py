@@ -39,8 +39,9 @@ from events.errors import BadInput
 from server import heap
 from server import protocol as p
 from server.access import Access, HostGate
+from server.adapter import ProtocolAdapter
 from server.auth import check_token
-from server.conductor import Conductor
+from server.core.conductor import Conductor
 from server.limits import Limits, TokenBucket
 from server.outbox import Outbox
 from server.sessions import SessionFactory
@@ -57,6 +58,8 @@ CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", 
 class LiveSession:
     conductor: Conductor
     resume_token: str
+    adapter: ProtocolAdapter = field(init=False)
+    """The session's protocol: client messages into the conductor, its outputs into frames."""
     outbox: Outbox | None = None
     """The connection it streams to; None while it waits for its client to resume."""
     expires: asyncio.TimerHandle | None = None
@@ -65,6 +68,9 @@ class LiveSession:
     closed: bool = False
     token: str | None = None
     """The client token this session was opened with (None without a token secret)."""
+
+    def __post_init__(self) -> None:
+        self.adapter = ProtocolAdapter(self.conductor)
 
 
 @dataclass
@@ -226,7 +232,7 @@ class OnstageServer:
                         if session is None:
                             session = await self._start_with(token, msg, outbox)
                             continue
-                        for answer in await session.conductor.handle(msg):
+                        for answer in await session.adapter.handle(msg):
                             await outbox.put(p.encode_server(answer), droppable=False)
                     else:
                         if session is None:
@@ -322,8 +328,10 @@ class OnstageServer:
         self.stats.sessions_total += 1
         started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
         await outbox.put(p.encode_server(started), droppable=False)
-        live.conductor.on_fatal = lambda error: self._fail(live, error)
-        await live.conductor.start(outbox.put)
+        live.conductor.on_fatal = lambda message: self._fail(
+            live, p.Error(code=p.ErrorCode.INTERNAL, message=message, fatal=True)
+        )
+        await live.conductor.start(live.adapter.sink(outbox.put))
         return live
 
     async def _fail(self, live: LiveSession, error: p.Error) -> None:
@@ -377,7 +385,7 @@ class OnstageServer:
             ref=msg.ref,
         )
         await outbox.put(p.encode_server(started), droppable=False)
-        live.conductor.attach(outbox.put)
+        live.conductor.attach(live.adapter.sink(outbox.put))
         return live
 
     def _detach(self, live: LiveSession) -> None:

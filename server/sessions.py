@@ -27,7 +27,7 @@ from events.sound_classes import DEFAULT_THRESHOLDS
 from events.stamp import Stamper
 from events.turn import TurnConfig
 from server import protocol as p
-from server.conductor import Conductor, ConductorConfig
+from server.core.conductor import Conductor, ConductorConfig
 from server.revival import SessionRecords
 from server.speech import SpeechPlayer
 from server.voice import Voice

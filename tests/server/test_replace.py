@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from server.app import OnstageServer
 from server.client import SessionClient
-from server.conductor import ConductorConfig
+from server.core.conductor import ConductorConfig
 from server.limits import Limits
 from server.sessions import SessionFactory
 from tests.support.observe import arrived, last_reflecting_chunk, seen_chunk, session_metrics

@@ -1,6 +1,10 @@
-"""A clock that moves only when a test moves it, for code that takes a ``clock`` callable."""
+"""Clocks that move only when a test (or the code under test) moves them: ``ManualClock`` for code that
+takes a ``clock`` callable, ``VirtualClock`` for a session's schedule."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
 
 
 class ManualClock:
@@ -11,3 +15,45 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.t
+
+
+class VirtualClock:
+    """A session clock (``server.core.schedule.Clock``) in virtual time: sleeping until t moves the time
+    to t at once (never back), and callbacks set for a time run when the time reaches it."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+        self.slept: list[float] = []
+        """Every time a sleeper asked to sleep until, in order."""
+        self._timers: list[_Timer] = []
+
+    def time(self) -> float:
+        return self.t
+
+    async def sleep_until(self, t: float) -> None:
+        self.slept.append(t)
+        self.advance(t)
+        await asyncio.sleep(0)
+
+    def call_at(self, t: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer(t, callback)
+        self._timers.append(timer)
+        self.advance(self.t)
+        return timer
+
+    def advance(self, t: float) -> None:
+        """Move the time to ``t`` (if later) and run the callbacks now due, earliest first."""
+        self.t = max(self.t, t)
+        due = sorted((timer for timer in self._timers if timer.t <= self.t), key=lambda timer: timer.t)
+        for timer in due:
+            self._timers.remove(timer)
+            if not timer.cancelled:
+                timer.callback()
+
+
+class _Timer:
+    def __init__(self, t: float, callback: Callable[[], None]) -> None:
+        self.t, self.callback, self.cancelled = t, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True

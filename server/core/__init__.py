@@ -1,0 +1,9 @@
+"""The session core: one live session on its media clock, free of any wire format.
+
+A transport (the WebSocket server's protocol adapter, ``server.adapter``; WebRTC and framework services
+later) feeds it inputs and receives typed outputs (``outputs``). Its parts, one job each:
+``schedule`` (the clock, deadlines, whether a redirect or a replacement still fits), ``decider`` (minds
+and voice into the next chunk's condition, transactionally), ``media_out`` (frames and audio paced at
+their presentation times) and ``conductor`` (the chunk's life: generate, redirect, replace; story moves
+between chunks; the session's lifecycle).
+"""

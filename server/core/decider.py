@@ -1,0 +1,95 @@
+"""The next chunk's condition: the minds' decision with the voice acted on and its real mouth envelope.
+
+A first decision per chunk (``decide``) and, after an urgent event, speculative re-decisions
+(``redecide``) that change nothing unless they are used: the realizer's proposal is committed (its reports
+published, its events marked reflected) only when its condition stands for frames already generated or
+is to be generated; otherwise it is discarded and the realizer is as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from agent.minds import Minds
+from agent.realizer import ChunkOutput
+from server.media import MediaClock
+from server.speech import SpeechPlayer
+from streaming_model.condition import ChunkCondition
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A chunk's decision: the realizer's (``decision``), and with the voice acted on (``out``)."""
+
+    decision: ChunkOutput
+    out: ChunkOutput
+
+
+@dataclass(frozen=True)
+class Redecision:
+    """A committed re-decision of a chunk: ``out`` (with the voice) to generate, or None when the frames
+    already generated stand for it (its condition is theirs)."""
+
+    decision: ChunkOutput
+    out: ChunkOutput | None
+
+
+class Decider:
+    """Turns the minds and the voice into chunk conditions; ``last_frame`` is the last frame sent (speech
+    stopped now stops sounding after it)."""
+
+    def __init__(
+        self, minds: Minds, player: SpeechPlayer, media: MediaClock, last_frame: Callable[[], int]
+    ) -> None:
+        self.minds = minds
+        self.player = player
+        self.media = media
+        self._last_frame = last_frame
+
+    async def decide(self, k: int, m: int) -> Decision:
+        """Generator chunk ``k``'s decision, sent as media chunk ``m``."""
+        decision = self.minds.tick(k)
+        return Decision(decision, await self._voice(decision, m))
+
+    async def redecide(
+        self, k: int, m: int, decided: ChunkOutput, generated: ChunkCondition, *, regenerate: bool
+    ) -> Redecision | None:
+        """Re-decide chunk ``k`` (media chunk ``m``, decided as ``decided``, generated under ``generated``)
+        with what the minds know now.
+
+        The proposal is committed when its condition is the decided one (``out`` None: the frames stand
+        for it) or when it is to be generated (``regenerate``); otherwise it is discarded (None) and what
+        it would have reflected lands in the next chunk.
+        """
+        realizer = self.minds.realizer
+        proposal = realizer.propose(k)
+        new = proposal.output
+        if new.condition == decided.condition and not (new.speech_start or new.speech_stop):
+            return Redecision(realizer.commit(proposal), None)
+        if not regenerate:
+            realizer.discard(proposal)
+            return None
+        out = await self._voice(realizer.commit(proposal), m)
+        return Redecision(new, None if out.condition == generated else out)
+
+    async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
+        """``out`` for media chunk ``m`` with the voice acted on and its real mouth envelope.
+
+        Speech cued in chunk m starts sounding with chunk m+1: synthesis then has a whole chunk to get
+        its first sentence ready, so it never holds up a chunk, and what the mouth does never depends on
+        how fast synthesis happened to be (the same inputs give the same frames).
+        """
+        for speech_id in out.speech_stop:
+            self.player.interrupt(self._last_frame() + 1, speech_id)
+        for cue in out.speech_start:
+            self.player.start(cue, self.media.first_frame(m + 1), cue_frame=self.media.first_frame(m))
+        envelope = await self.player.envelope(m)
+        if envelope is not None:
+            speaking = self.player.sounding(m)
+            out = msgspec.structs.replace(
+                out, condition=msgspec.structs.replace(out.condition, speaking=speaking, audio=envelope)
+            )
+        return out

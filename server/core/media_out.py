@@ -1,0 +1,116 @@
+"""Media out: each chunk's frames sent at their presentation times, every frame with its slice of the
+character's audio, and what that shows of the session (frame rate, on-time share, reaction times)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from events.tracing import Tracer
+from server.core.chunk import ReadyChunk
+from server.core.outputs import AudioOut, Figures, Output, VideoOut
+from server.core.schedule import ChunkSchedule
+from server.media import pcm16
+from server.speech import SpeechPlayer
+
+log = logging.getLogger(__name__)
+
+
+class MediaOut:
+    """Sends the chunks put on ``ready`` through ``out``, frame by frame on ``schedule``."""
+
+    def __init__(
+        self,
+        session_id: str,
+        schedule: ChunkSchedule,
+        player: SpeechPlayer,
+        size: tuple[int, int],
+        tracer: Tracer,
+        out: Callable[[Output], Awaitable[None]],
+    ) -> None:
+        self.session_id = session_id
+        self.schedule = schedule
+        self.player = player
+        self.width, self.height = size
+        self.tracer = tracer
+        self._out = out
+        self.ready: asyncio.Queue[ReadyChunk] = asyncio.Queue()
+        self.last_frame = -1
+        """The last frame sent (global number): speech stopped now stops sounding after it."""
+        self.chunks_sent = 0
+        self.chunks_on_time = 0
+        self.reactions_ms: deque[float] = deque(maxlen=500)
+        self._sent_times: deque[float] = deque(maxlen=240)
+
+    async def run(self) -> None:
+        """Send chunks as they become ready, forever."""
+        while True:
+            chunk = await self.ready.get()
+            self._count(chunk)
+            media = self.schedule.media
+            for i, jpeg in enumerate(chunk.jpegs):
+                frame = media.first_frame(chunk.index) + i
+                await self.schedule.clock.sleep_until(self.schedule.frame_at(frame))
+                self.last_frame = frame
+                pts = media.pts_ms(frame)
+                audio = self.player.slice(frame)
+                await self._out(AudioOut(pts_ms=pts, pcm=pcm16(audio), samples=audio.size))
+                reflects = chunk.reflects if i == 0 else ()
+                video = VideoOut(
+                    chunk=chunk.index,
+                    frame=i,
+                    pts_ms=pts,
+                    width=self.width,
+                    height=self.height,
+                    reflects=reflects,
+                    gen_chunk=chunk.gen_chunk,
+                    jpeg=jpeg,
+                )
+                await self._out(video)
+                self._sent_times.append(self.schedule.now())
+                self._trace(reflects)
+
+    def _count(self, chunk: ReadyChunk) -> None:
+        self.chunks_sent += 1
+        if self.schedule.on_time(chunk.index, chunk.ready_at):
+            self.chunks_on_time += 1
+            return
+        send_at = self.schedule.send_at(chunk.index)
+        log.warning(
+            "session %s: chunk %d ready %.0f ms late; its slot began %.0f ms before the send, the "
+            "decision took %.0f ms, generating %.0f ms%s",
+            self.session_id,
+            chunk.index,
+            1000 * (chunk.ready_at - send_at),
+            1000 * (send_at - chunk.begun_at),
+            1000 * (chunk.decided_at - chunk.begun_at),
+            1000 * (chunk.ready_at - chunk.decided_at),
+            " (replaced)" if chunk.replaced else "",
+        )
+
+    def _trace(self, reflects: tuple[str, ...]) -> None:
+        """The reflecting frame went out: the end of each reflected input's reaction."""
+        now_ns = time.monotonic_ns()
+        for event_id in reflects:
+            self.tracer.record(event_id, "sent", now_ns)
+            latency = self.tracer.latency_ms(event_id, "sent")
+            if latency is not None:
+                self.reactions_ms.append(latency)
+
+    def figures(self) -> Figures:
+        """Frame rate over the last second, on-time share, reaction times, chunks waiting to be sent."""
+        now = self.schedule.now()
+        fps = sum(1 for t in self._sent_times if now - t <= 1.0)
+        reactions = np.asarray(self.reactions_ms) if self.reactions_ms else None
+        return Figures(
+            fps=float(fps),
+            on_time=self.chunks_on_time / self.chunks_sent if self.chunks_sent else 1.0,
+            reaction_ms_p50=None if reactions is None else round(float(np.percentile(reactions, 50)), 1),
+            reaction_ms_p95=None if reactions is None else round(float(np.percentile(reactions, 95)), 1),
+            queue=self.ready.qsize(),
+        )

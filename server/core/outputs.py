@@ -1,0 +1,82 @@
+"""What a session says to its client, before any wire format: media, notices and figures.
+
+A transport turns these into its own messages (``server.adapter`` for the WebSocket protocol). Media
+(``VideoOut``, ``AudioOut``) may be dropped for a client that cannot keep up; everything else may not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Union
+
+import msgspec
+
+from agent.progress import CharacterSpeech, DirectorError, DirectorPlan
+from agent.story.state import StoryView
+from events.vocabulary import SoundClass, SoundOnset, SpeechStarted, SpeechStopped, Transcript
+
+
+class VideoOut(msgspec.Struct, frozen=True, kw_only=True):
+    """One video frame: ``frame`` of media chunk ``chunk`` (generator chunk ``gen_chunk``), at ``pts_ms``;
+    ``reflects`` (on a chunk's first frame) the events whose effect first entered the generation here."""
+
+    chunk: int
+    frame: int
+    pts_ms: float
+    width: int
+    height: int
+    reflects: tuple[str, ...]
+    gen_chunk: int
+    jpeg: bytes
+
+
+class AudioOut(msgspec.Struct, frozen=True, kw_only=True):
+    """The character's audio for one video frame: PCM 16-bit LE mono at the session's audio rate."""
+
+    pts_ms: float
+    pcm: bytes
+    samples: int
+
+
+class StoryMoved(msgspec.Struct, frozen=True, kw_only=True):
+    """The story moved to ``view``; ``approximate`` when a rewind or resume could not restore the picture
+    exactly."""
+
+    view: StoryView
+    approximate: bool
+
+
+class Unshown(msgspec.Struct, frozen=True, kw_only=True):
+    """Input ``event_id`` will not show in any frame, and why."""
+
+    event_id: str
+    reason: str
+    detail: str
+
+
+class Figures(msgspec.Struct, frozen=True, kw_only=True):
+    """The session's figures now: frame rate over the last second, on-time share, reaction times."""
+
+    fps: float
+    on_time: float
+    reaction_ms_p50: float | None
+    reaction_ms_p95: float | None
+    queue: int
+
+
+Heard = Union[SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Transcript]  # noqa: UP007
+"""What the ears heard, told to the client as it happens."""
+
+Progress = Union[CharacterSpeech, DirectorPlan, DirectorError]  # noqa: UP007
+"""What the minds did that the client hears of."""
+
+Notice = Union[Heard, Progress, StoryMoved, Unshown, Figures]  # noqa: UP007
+Output = Union[VideoOut, AudioOut, Notice]  # noqa: UP007
+
+Sink = Callable[[Output], Awaitable[None]]
+"""Where a session's outputs go: the transport's sender for the connection the client is on."""
+
+
+def droppable(item: Output) -> bool:
+    """Whether ``item`` is media, which a client that cannot keep up may lose."""
+    return isinstance(item, (VideoOut, AudioOut))

@@ -1,0 +1,142 @@
+"""When things happen in a session: the media clock against a clock that can be swapped for a virtual one.
+
+Chunk m is sent at ``t0 + m*T`` and generated from ``lead`` chunks before that; frame f is due at
+``t0 + f/fps``. While the client is away the schedule is paused and, on its return, shifted by the time it
+was away. A redirect (regenerating the chunk in flight) or a replacement (regenerating a generated chunk not
+yet sent) is tried only while a regeneration still fits before the send: the typical chunk time (median
+of recent ones) times a margin. A replacement still denoising when only the time to finish a chunk is
+left is abandoned (finishing cannot be interrupted).
+
+Everything here reads time from a ``Clock``: the event loop's in a session, a virtual one in tests, so the
+scheduling decisions are tested deterministically rather than with sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from server.media import MediaClock
+
+FINISH_SLACK_S = 0.01
+"""A replacement still denoising when only the time to finish a chunk (commit, decode, encode: its p95 over
+recent chunks) plus this is left before the send is abandoned, and the chunk already generated is sent."""
+
+HANDOFF_S = 0.002
+"""A generated chunk goes to the sender this long before its first frame is due."""
+
+
+class Cancellable(Protocol):
+    """A callback set for later that can be called off."""
+
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """Time for a session: seconds that only go forward, sleeping until a time, a callback at a time."""
+
+    def time(self) -> float: ...
+
+    async def sleep_until(self, t: float) -> None: ...
+
+    def call_at(self, t: float, callback: Callable[[], None]) -> Cancellable: ...
+
+
+class LoopClock:
+    """The running event loop's clock."""
+
+    def time(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep_until(self, t: float) -> None:
+        if (delay := t - self.time()) > 0:
+            await asyncio.sleep(delay)
+
+    def call_at(self, t: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_at(t, callback)
+
+
+class ChunkSchedule:
+    """One session's timetable: send and start times, pauses, and what still fits before a send."""
+
+    def __init__(
+        self,
+        media: MediaClock,
+        *,
+        lead_chunks: float,
+        redirect: bool,
+        redirect_margin: float,
+        finish_times: deque[float],
+        clock: Clock | None = None,
+    ) -> None:
+        self.media = media
+        self.lead_chunks = lead_chunks
+        self.redirect = redirect
+        self.redirect_margin = redirect_margin
+        self.clock: Clock = clock or LoopClock()
+        self.chunk_times: deque[float] = deque(maxlen=200)
+        """Seconds each recent chunk took to generate, commit, decode and encode."""
+        self._finish_times = finish_times  # the model worker's: commit, decode and encode of recent chunks
+        self._t0 = 0.0
+        self._left_at: float | None = None
+
+    def begin(self, delay_s: float) -> None:
+        """The session's first chunk is sent ``delay_s`` from now."""
+        self._t0 = self.clock.time() + delay_s
+
+    def now(self) -> float:
+        return self.clock.time()
+
+    def send_at(self, m: int) -> float:
+        """When media chunk ``m``'s first frame is due."""
+        return self._t0 + m * self.media.chunk_s
+
+    def frame_at(self, frame: int) -> float:
+        """When global frame ``frame`` is due."""
+        return self._t0 + frame * self.media.frame_s
+
+    def start_at(self, m: int) -> float:
+        """When generation of media chunk ``m`` starts: ``lead_chunks`` before its send."""
+        return self.send_at(m) - self.lead_chunks * self.media.chunk_s
+
+    def hand_at(self, m: int) -> float:
+        """Until when the generated chunk ``m`` may still be replaced: just before its first frame is due,
+        or when the next chunk's generation starts, whichever comes first."""
+        return min(self.start_at(m + 1), self.send_at(m) - HANDOFF_S)
+
+    def pause(self) -> None:
+        """The client went away: the media clock stops."""
+        if self._left_at is None:
+            self._left_at = self.clock.time()
+
+    def resume(self) -> None:
+        """The client is back: the media clock goes on from where it stopped."""
+        if self._left_at is not None:
+            self._t0 += self.clock.time() - self._left_at
+            self._left_at = None
+
+    def typical(self) -> float:
+        """Typical seconds to generate, commit, decode and encode one chunk."""
+        return float(np.median(self.chunk_times)) if self.chunk_times else self.media.chunk_s / 2
+
+    def finish_s(self) -> float:
+        """Seconds that finishing a denoised chunk (commit, decode, encode) takes in 95 % of chunks."""
+        finish = self._finish_times
+        return float(np.percentile(list(finish), 95)) if finish else self.media.chunk_s / 4
+
+    def time_to_redo(self, m: int) -> bool:
+        """Whether a regeneration of media chunk ``m`` started now still fits before its send."""
+        left = self.send_at(m) - self.clock.time()
+        return self.redirect and left >= self.typical() * self.redirect_margin
+
+    def replace_deadline(self, m: int) -> float:
+        """When a replacement of media chunk ``m`` still denoising is abandoned."""
+        return self.send_at(m) - self.finish_s() - FINISH_SLACK_S
+
+    def on_time(self, m: int, ready_at: float) -> bool:
+        """Whether media chunk ``m``, ready at ``ready_at``, was ready for its send."""
+        return ready_at <= self.send_at(m) + 1e-3

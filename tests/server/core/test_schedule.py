@@ -1,0 +1,96 @@
+"""A session's timetable, in virtual time: sends and generation starts on the media clock, pauses that
+shift it, and redirects and replacements tried only while a regeneration still fits before the send."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from server.core.schedule import FINISH_SLACK_S, HANDOFF_S, ChunkSchedule
+from server.media import MediaClock
+from tests.support.clock import VirtualClock
+
+MEDIA = MediaClock(fps=16, chunk_frames=12)  # 0.75 s chunks: nothing here is the tiny model's 24 fps
+
+
+def schedule(clock: VirtualClock, finish: deque[float] | None = None, lead: float = 1.0) -> ChunkSchedule:
+    return ChunkSchedule(
+        MEDIA,
+        lead_chunks=lead,
+        redirect=True,
+        redirect_margin=1.25,
+        finish_times=finish if finish is not None else deque(),
+        clock=clock,
+    )
+
+
+def test_chunk_m_is_sent_at_t0_plus_m_chunks_and_generated_lead_chunks_before() -> None:
+    clock = VirtualClock(100.0)
+    s = schedule(clock, lead=1.5)
+    s.begin(0.3)
+    assert s.send_at(0) == pytest.approx(100.3)
+    assert s.send_at(4) == pytest.approx(100.3 + 4 * 0.75)
+    assert s.start_at(4) == pytest.approx(s.send_at(4) - 1.5 * 0.75)
+    assert s.frame_at(13) == pytest.approx(100.3 + 13 / 16)  # frame 1 of chunk 1
+    # Held for replacement until just before its send, or until the next chunk starts, if sooner.
+    assert s.hand_at(4) == pytest.approx(min(s.start_at(5), s.send_at(4) - HANDOFF_S))
+
+
+def test_a_pause_shifts_the_media_clock_by_the_time_the_client_was_away() -> None:
+    clock = VirtualClock()
+    s = schedule(clock)
+    s.begin(0.0)
+    before = s.send_at(10)
+    clock.advance(2.0)
+    s.pause()
+    clock.advance(9.5)
+    s.pause()  # a second pause while away changes nothing
+    s.resume()
+    assert s.send_at(10) == pytest.approx(before + 7.5)
+    s.resume()  # nor does a second return
+    assert s.send_at(10) == pytest.approx(before + 7.5)
+
+
+def test_a_redo_is_tried_only_while_the_time_left_exceeds_the_margin_times_the_typical_chunk() -> None:
+    clock = VirtualClock()
+    s = schedule(clock)
+    s.begin(0.0)
+    s.chunk_times.extend([0.2, 0.4, 0.3])  # typical: 0.3 s, so a redo needs 0.375 s before the send
+    assert s.typical() == pytest.approx(0.3)
+    clock.advance(s.send_at(2) - 0.376)
+    assert s.time_to_redo(2)
+    clock.advance(s.send_at(2) - 0.374)
+    assert not s.time_to_redo(2)
+
+
+def test_without_chunk_times_a_chunk_is_taken_to_need_half_its_length() -> None:
+    s = schedule(VirtualClock())
+    s.begin(0.0)
+    assert s.typical() == pytest.approx(MEDIA.chunk_s / 2)
+    assert s.finish_s() == pytest.approx(MEDIA.chunk_s / 4)
+
+
+def test_a_replacement_is_abandoned_when_only_the_time_to_finish_a_chunk_is_left() -> None:
+    finish = deque([0.05] * 19 + [0.2])  # p95 of finishing: between the two
+    s = schedule(VirtualClock(), finish)
+    s.begin(0.0)
+    p95 = s.finish_s()
+    assert 0.05 < p95 < 0.2
+    assert s.replace_deadline(3) == pytest.approx(s.send_at(3) - p95 - FINISH_SLACK_S)
+
+
+def test_a_chunk_is_on_time_when_it_is_ready_by_its_send() -> None:
+    s = schedule(VirtualClock())
+    s.begin(0.0)
+    assert s.on_time(2, s.send_at(2))
+    assert not s.on_time(2, s.send_at(2) + 0.01)
+
+
+def test_redirects_switched_off_are_never_tried() -> None:
+    clock = VirtualClock()
+    s = ChunkSchedule(
+        MEDIA, lead_chunks=1.0, redirect=False, redirect_margin=1.25, finish_times=deque(), clock=clock
+    )
+    s.begin(10.0)
+    assert not s.time_to_redo(5)
