@@ -16,6 +16,8 @@ import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 ROOT = Path(__file__).resolve().parent.parent
 READY = re.compile(r"serving on http://([\d.]+):(\d+)/")
 START_TIMEOUT_S = 120.0
@@ -91,14 +93,14 @@ def session_url(base: str) -> str:
 
 
 def session_counters(base: str) -> dict[str, float]:
-    """The one live session's ``onstage_session_*`` figures from ``/metrics`` (blocking: call in a thread)."""
+    """The one live session's ``onstage_session_*`` figures from ``/metrics`` (blocking: call in a thread),
+    a quantile's as ``chunk_seconds_q0.5``."""
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if match := re.match(
-            r'onstage_session_(\w+)\{session="[^"]+"(?:,quantile="([\d.]+)")?\} (\S+)', line
-        ):
-            name = match[1] + (f"_q{match[2]}" if match[2] else "")
-            out[name] = float(match[3])
-    return out
+    return {
+        sample.name.removeprefix("onstage_session_")
+        + (f"_q{sample.labels['quantile']}" if "quantile" in sample.labels else ""): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("onstage_session_")
+    }

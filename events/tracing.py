@@ -27,6 +27,7 @@ class Tracer:
             raise ValueError(f"max_events must be at least 1, got {max_events}")
         self.max_events = max_events
         self._stages: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._kinds: dict[str, str] = {}  # event id -> its type's tag, for the events published
         self._sinks: list[Sink] = []
 
     def add_sink(self, sink: Sink) -> None:
@@ -40,7 +41,8 @@ class Tracer:
         if stages is None:
             stages = self._stages[event_id] = {}
             if len(self._stages) > self.max_events:
-                self._stages.popitem(last=False)
+                evicted, _ = self._stages.popitem(last=False)
+                self._kinds.pop(evicted, None)
         if stage in stages:
             return
         stages[stage] = t
@@ -51,6 +53,12 @@ class Tracer:
         """Record an event's arrival (its own ``t_ns``) and its publication (now)."""
         self.record(event.id, ARRIVED, event.t_ns)
         self.record(event.id, PUBLISHED)
+        if event.id in self._stages:
+            self._kinds[event.id] = str(type(event).__struct_config__.tag)
+
+    def kind(self, event_id: str) -> str | None:
+        """The type (its tag, e.g. ``gesture``) of a published event still held, else None."""
+        return self._kinds.get(event_id)
 
     def stages(self, event_id: str) -> dict[str, int]:
         """Every stage recorded for ``event_id`` (empty if unknown or evicted)."""

@@ -29,7 +29,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
-import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
@@ -43,6 +42,8 @@ from server.adapter import ProtocolAdapter
 from server.auth import check_token
 from server.core.conductor import Conductor
 from server.limits import Limits, TokenBucket
+from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from server.metrics import ServerMetrics
 from server.outbox import Outbox
 from server.sessions import SessionFactory
 
@@ -99,6 +100,7 @@ class OnstageServer:
         self.access = access or Access()
         self.sessions: dict[str, LiveSession] = {}
         self.stats = Stats()
+        self.metrics = ServerMetrics(self)
         self._server: Server | None = None
         self._gate: HostGate | None = None
         self._opening: collections.Counter[str] = collections.Counter()  # per token: sessions being set up
@@ -159,7 +161,7 @@ class OnstageServer:
             body = msgspec.json.encode({"status": "ok", "sessions": len(self.sessions)})
             return _response(http.HTTPStatus.OK, body, "application/json")
         if url.path == "/metrics":
-            return _response(http.HTTPStatus.OK, self._prometheus().encode(), "text/plain; version=0.0.4")
+            return _response(http.HTTPStatus.OK, self.metrics.exposition(), METRICS_CONTENT_TYPE)
         name = "index.html" if url.path == "/" else url.path.removeprefix("/static/")
         if name in PAGE_FILES:
             path = PAGE_DIR / name
@@ -171,42 +173,14 @@ class OnstageServer:
     def _token_ok(self, request: Request) -> bool:
         return self.token_secret is None or check_token(self.token_secret, _client_token(request))
 
-    def _prometheus(self) -> str:
-        lines = [
-            "# TYPE onstage_sessions gauge",
-            f"onstage_sessions {len(self.sessions)}",
-            "# TYPE onstage_sessions_waiting gauge",
-            f"onstage_sessions_waiting {len(self.waiting())}",
-            "# TYPE onstage_sessions_evicted_total counter",
-            f"onstage_sessions_evicted_total {self.stats.evicted_total}",
-            "# TYPE onstage_sessions_total counter",
-            f"onstage_sessions_total {self.stats.sessions_total}",
-            "# TYPE onstage_sessions_refused_total counter",
-            f"onstage_sessions_refused_total {self.stats.refused_total}",
-            "# TYPE onstage_client_errors_total counter",
-            f"onstage_client_errors_total {self.stats.errors_total}",
-            "# TYPE onstage_frames_dropped_total counter",
-            f"onstage_frames_dropped_total {self.stats.media_dropped_total + sum(_dropped(s) for s in self.sessions.values())}",
-        ]
-        for sid, session in self.sessions.items():
-            m = session.conductor.metrics()
-            lines += [
-                f'onstage_session_fps{{session="{sid}"}} {m.fps}',
-                f'onstage_session_on_time{{session="{sid}"}} {m.on_time}',
-                f'onstage_session_redirects_total{{session="{sid}"}} {session.conductor.redirects}',
-                f'onstage_session_replaced_total{{session="{sid}"}} {session.conductor.replaced}',
-                f'onstage_session_chunks_sent_total{{session="{sid}"}} {session.conductor.chunks_sent}',
-                f'onstage_session_chunks_on_time_total{{session="{sid}"}} {session.conductor.chunks_on_time}',
-                f'onstage_session_media_dropped_total{{session="{sid}"}} {_dropped(session)}',
-            ]
-            times = session.conductor.chunk_times
-            if times:
-                for q in (0.5, 0.99):
-                    seconds = float(np.quantile(times, q))
-                    lines.append(
-                        f'onstage_session_chunk_seconds{{session="{sid}",quantile="{q}"}} {seconds:.4f}'
-                    )
-        return "\n".join(lines) + "\n"
+    def dropped_of(self, live: LiveSession) -> int:
+        """Media frames dropped for ``live``'s client (all its connections, and while it had none)."""
+        now = live.outbox.dropped if live.outbox is not None else 0
+        return live.conductor.frames_dropped + live.dropped_before + now
+
+    def dropped_total(self) -> int:
+        """Media frames dropped for every session's client, ended sessions included."""
+        return self.stats.media_dropped_total + sum(self.dropped_of(s) for s in self.sessions.values())
 
     # ------------------------------------------------------------------------------ WebSocket
 
@@ -331,6 +305,7 @@ class OnstageServer:
         live.conductor.on_fatal = lambda message: self._fail(
             live, p.Error(code=p.ErrorCode.INTERNAL, message=message, fatal=True)
         )
+        live.conductor.media.observer = self.metrics
         await live.conductor.start(live.adapter.sink(outbox.put))
         return live
 
@@ -431,14 +406,8 @@ class OnstageServer:
         if live.expires is not None:
             live.expires.cancel()
         self.sessions.pop(live.conductor.session_id, None)
-        self.stats.media_dropped_total += _dropped(live)
+        self.stats.media_dropped_total += self.dropped_of(live)
         return True
-
-
-def _dropped(live: LiveSession) -> int:
-    """Media frames a session dropped: while no client was there, and on each of its connections."""
-    now = live.outbox.dropped if live.outbox is not None else 0
-    return live.conductor.frames_dropped + live.dropped_before + now
 
 
 def _client_token(request: Request) -> str | None:

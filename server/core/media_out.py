@@ -13,7 +13,7 @@ import numpy as np
 
 from events.tracing import Tracer
 from server.core.chunk import ReadyChunk
-from server.core.outputs import AudioOut, Figures, Output, VideoOut
+from server.core.outputs import AudioOut, Figures, Observer, Output, VideoOut
 from server.core.schedule import ChunkSchedule
 from server.media import pcm16
 from server.speech import SpeechPlayer
@@ -46,6 +46,7 @@ class MediaOut:
         self.chunks_on_time = 0
         self.reactions_ms: deque[float] = deque(maxlen=500)
         self._sent_times: deque[float] = deque(maxlen=240)
+        self.observer: Observer | None = None
 
     async def run(self) -> None:
         """Send chunks as they become ready, forever."""
@@ -77,7 +78,10 @@ class MediaOut:
 
     def _count(self, chunk: ReadyChunk) -> None:
         self.chunks_sent += 1
-        if self.schedule.on_time(chunk.index, chunk.ready_at):
+        on_time = self.schedule.on_time(chunk.index, chunk.ready_at)
+        if self.observer is not None:
+            self.observer.chunk(chunk.ready_at - chunk.decided_at, on_time)
+        if on_time:
             self.chunks_on_time += 1
             return
         send_at = self.schedule.send_at(chunk.index)
@@ -101,6 +105,8 @@ class MediaOut:
             latency = self.tracer.latency_ms(event_id, "sent")
             if latency is not None:
                 self.reactions_ms.append(latency)
+                if self.observer is not None:
+                    self.observer.reaction(self.tracer.kind(event_id) or "unknown", latency / 1000)
 
     def figures(self) -> Figures:
         """Frame rate over the last second, on-time share, reaction times, chunks waiting to be sent."""

@@ -7,7 +7,7 @@ A transport turns these into its own messages (``server.adapter`` for the WebSoc
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Union
+from typing import Protocol, Union
 
 import msgspec
 
@@ -80,3 +80,13 @@ Sink = Callable[[Output], Awaitable[None]]
 def droppable(item: Output) -> bool:
     """Whether ``item`` is media, which a client that cannot keep up may lose."""
     return isinstance(item, (VideoOut, AudioOut))
+
+
+class Observer(Protocol):
+    """Who watches how sessions do (the server's metrics): told of each reaction and each chunk."""
+
+    def reaction(self, kind: str, seconds: float) -> None:
+        """An input of ``kind`` showed in a frame sent ``seconds`` after it arrived."""
+
+    def chunk(self, seconds: float, on_time: bool) -> None:
+        """A chunk took ``seconds`` to generate and finish, and was (or was not) ready for its send."""

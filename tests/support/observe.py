@@ -5,15 +5,12 @@ on ``/metrics``. Times are the client's ``time.monotonic()``, as ``server.client
 from __future__ import annotations
 
 import math
-import re
 import urllib.request
 from typing import Any
 
-from server.client import Received
+from prometheus_client.parser import text_string_to_metric_families
 
-SESSION_FIGURE = re.compile(
-    r'^onstage_session_(\w+)\{session="([^"]+)"(?:,quantile="([\d.]+)")?\} (\S+)$', re.M
-)
+from server.client import Received
 
 
 def arrived(received: Received, message: dict[str, Any]) -> float:
@@ -50,12 +47,13 @@ def metrics_text(port: int) -> str:
 
 
 def session_figures(text: str, session_id: str) -> dict[str, float]:
-    """One session's ``onstage_session_*`` figures in a ``/metrics`` page, by name without the prefix,
-    a quantile's appended (``chunk_seconds0.5``)."""
+    """One session's ``onstage_session_*`` figures in a ``/metrics`` page (read with Prometheus' own
+    parser), by sample name without the prefix, a quantile's appended (``chunk_seconds0.5``)."""
     return {
-        name + quantile: float(value)
-        for name, sid, quantile, value in SESSION_FIGURE.findall(text)
-        if sid == session_id
+        sample.name.removeprefix("onstage_session_") + sample.labels.get("quantile", ""): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("onstage_session_") and sample.labels.get("session") == session_id
     }
 
 

@@ -1,0 +1,165 @@
+"""The server's Prometheus metrics, with prometheus-client: histograms across sessions (reaction time to
+the first reflecting frame by input kind, chunk time), the on-time count, gauges for sessions and
+capacity, the server's counters, and the per-session series docs/protocol.md names.
+
+One registry per server (several servers in one process, as in tests, do not share series).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from server.app import OnstageServer
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+REACTION_BUCKETS = (0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.0)
+"""Seconds: around the reaction goals (110 ms p50, 190 ms p99 for gestures; 300 ms for speech)."""
+CHUNK_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.35, 0.5, 1.0)
+"""Seconds: around a chunk's length (167 ms for the tiny model, 750 ms for the world at 16 fps)."""
+
+
+class ServerMetrics:
+    """The metrics of one ``OnstageServer``; an ``Observer`` (``server.core.outputs``) of its sessions."""
+
+    def __init__(self, server: OnstageServer) -> None:
+        self.registry = CollectorRegistry()
+        self.reactions = Histogram(
+            "onstage_reaction_seconds",
+            "Time from an input's arrival to the first video frame sent that reflects it, by input kind.",
+            ["kind"],
+            buckets=REACTION_BUCKETS,
+            registry=self.registry,
+        )
+        self.chunks = Histogram(
+            "onstage_chunk_seconds",
+            "Time from a chunk's decision to its frames being ready (generate, commit, decode, encode).",
+            buckets=CHUNK_BUCKETS,
+            registry=self.registry,
+        )
+        self.chunks_on_time = Counter(
+            "onstage_chunks_on_time",
+            "Chunks ready by their send time (against onstage_chunk_seconds_count: the on-time share).",
+            registry=self.registry,
+        )
+        self.registry.register(_ServerCollector(server))
+
+    def reaction(self, kind: str, seconds: float) -> None:
+        self.reactions.labels(kind=kind).observe(seconds)
+
+    def chunk(self, seconds: float, on_time: bool) -> None:
+        self.chunks.observe(seconds)
+        if on_time:
+            self.chunks_on_time.inc()
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+
+class _ServerCollector(Collector):
+    """What the server holds at the moment of a scrape: sessions, capacity, counters, per-session series."""
+
+    def __init__(self, server: OnstageServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterable[Metric]:
+        server, stats = self.server, self.server.stats
+        yield _gauge(
+            "onstage_sessions", "Sessions held: live and waiting for their client.", len(server.sessions)
+        )
+        yield _gauge(
+            "onstage_sessions_waiting", "Sessions waiting for their client to resume.", len(server.waiting())
+        )
+        yield _gauge("onstage_sessions_live", "Sessions with a client connected.", server.live_count())
+        yield _gauge(
+            "onstage_capacity_sessions", "Live sessions this server admits.", server.limits.max_sessions
+        )
+        yield _counter(
+            "onstage_sessions_evicted", "Waiting sessions ended to make room.", stats.evicted_total
+        )
+        yield _counter("onstage_sessions_started", "Sessions started.", stats.sessions_total)
+        yield _counter("onstage_sessions_refused", "Sessions refused at capacity.", stats.refused_total)
+        yield _counter("onstage_client_errors", "Client messages answered with an error.", stats.errors_total)
+        yield _counter(
+            "onstage_frames_dropped",
+            "Media frames dropped for clients that could not take them.",
+            server.dropped_total(),
+        )
+        yield from self._per_session()
+
+    def _per_session(self) -> Iterator[Metric]:
+        sessions = list(self.server.sessions.items())
+        series: list[tuple[str, str, str, Callable[..., float]]] = [
+            (
+                "gauge",
+                "onstage_session_fps",
+                "Frames sent over the last second.",
+                lambda s: s.conductor.metrics().fps,
+            ),
+            (
+                "gauge",
+                "onstage_session_on_time",
+                "Share of chunks ready for their send.",
+                lambda s: s.conductor.metrics().on_time,
+            ),
+            (
+                "counter",
+                "onstage_session_redirects",
+                "Chunks regenerated in flight.",
+                lambda s: s.conductor.redirects,
+            ),
+            (
+                "counter",
+                "onstage_session_replaced",
+                "Generated chunks regenerated before they were sent.",
+                lambda s: s.conductor.replaced,
+            ),
+            ("counter", "onstage_session_chunks_sent", "Chunks sent.", lambda s: s.conductor.chunks_sent),
+            (
+                "counter",
+                "onstage_session_chunks_on_time",
+                "Chunks ready for their send.",
+                lambda s: s.conductor.chunks_on_time,
+            ),
+            (
+                "counter",
+                "onstage_session_media_dropped",
+                "Media frames dropped for this session's client.",
+                self.server.dropped_of,
+            ),
+        ]
+        quantiles = GaugeMetricFamily(
+            "onstage_session_chunk_seconds",
+            "A session's recent chunk times (generate, commit, decode, encode) at the median and p99.",
+            labels=["session", "quantile"],
+        )
+        for sid, session in sessions:
+            if times := session.conductor.chunk_times:
+                for q in (0.5, 0.99):
+                    quantiles.add_metric([sid, str(q)], float(np.quantile(times, q)))
+        yield quantiles
+        for kind, name, documentation, value in series:
+            family = (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(
+                name, documentation, labels=["session"]
+            )
+            for sid, session in sessions:
+                family.add_metric([sid], float(value(session)))
+            yield family
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, value=value)

@@ -1,0 +1,63 @@
+"""/metrics by the ecosystem's conventions (prometheus-client): histograms across sessions, not a series
+per session, of reaction time by input kind and of chunk time; gauges for sessions and capacity; and the
+per-session series docs/protocol.md names. The page parses with Prometheus' own text parser."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from server.app import OnstageServer
+from server.client import SessionClient
+from tests.support.observe import metrics_text
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def families(text: str) -> dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    """Every family by name: (sample name, its labels) -> value."""
+    return {
+        family.name: {(s.name, tuple(sorted(s.labels.items()))): s.value for s in family.samples}
+        for family in text_string_to_metric_families(text)
+    }
+
+
+async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms(
+    server: OnstageServer, url
+) -> None:
+    before = families(await asyncio.to_thread(metrics_text, server.port))
+    async with SessionClient(url) as client:
+        started = await client.start(seed=11, director="none")
+        await client.wait_frame(lambda f: True, timeout=30)
+        await client.send({"type": "input.gesture", "gesture": "wave", "ref": "w"})
+        event_id = (await client.wait_type("input.accepted", 10, ref="w"))["event_id"]
+        await client.wait_frame(lambda f: event_id in f.header["reflects"], timeout=30)
+        after = families(await asyncio.to_thread(metrics_text, server.port))
+        session = started["session_id"]
+
+    def count(family: str, sample: str, **labels: str) -> float:
+        key = (sample, tuple(sorted(labels.items())))
+        return after[family].get(key, 0.0) - (before.get(family, {}).get(key, 0.0))
+
+    assert count("onstage_reaction_seconds", "onstage_reaction_seconds_count", kind="gesture") >= 1
+    # One series per input kind, across sessions: no session label on the histograms.
+    assert all("session" not in dict(labels) for _, labels in after["onstage_reaction_seconds"])
+    assert all("session" not in dict(labels) for _, labels in after["onstage_chunk_seconds"])
+    chunks = count("onstage_chunk_seconds", "onstage_chunk_seconds_count")
+    sent = after["onstage_session_chunks_sent"][
+        ("onstage_session_chunks_sent_total", (("session", session),))
+    ]
+    assert chunks >= sent >= 1  # every chunk this session sent (and any other's) was observed
+    assert 0 <= count("onstage_chunks_on_time", "onstage_chunks_on_time_total") <= chunks
+    # The buckets are cumulative and end in +Inf at the count.
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in after["onstage_chunk_seconds"].items()
+        if name.endswith("_bucket")
+    )
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)
+    assert buckets[-1] == (float("inf"), after["onstage_chunk_seconds"][("onstage_chunk_seconds_count", ())])
+    assert after["onstage_capacity_sessions"][("onstage_capacity_sessions", ())] == server.limits.max_sessions
+    assert after["onstage_sessions_live"][("onstage_sessions_live", ())] >= 1
