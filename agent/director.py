@@ -52,7 +52,14 @@ from agent.acknowledge import Acknowledgement
 from agent.director_config import DirectorConfig
 from agent.llm import AssistantTurn, ToolCall, complete, describe_failure
 from agent.plans import Block
-from agent.progress import BlockDropped, BlockInterrupted, CharacterSpeech, DirectorError, DirectorPlan
+from agent.progress import (
+    BlockDropped,
+    BlockInterrupted,
+    CharacterSpeech,
+    DirectorError,
+    DirectorPlan,
+    InputUnshown,
+)
 from agent.realizer import Realizer, Submission
 from agent.script import Place
 from agent.tooling import ToolContext, ToolSet
@@ -191,7 +198,7 @@ class Director:
         self._server_transcript: list[str] = []
         self._late_turn = False
         """A turn ended before its transcript came: the next server transcript is that turn's words."""
-        self._cause: str | None = None
+        self._causes: list[str] = []  # the inputs the next run answers, oldest first
         self._owed: _Owed | None = None
         """The latest user event that asked for an answer and that no run has taken up yet."""
         self._run_owed: _Owed | None = None
@@ -303,7 +310,11 @@ class Director:
             await asyncio.wait({run})  # unlike awaiting it, a cancellation of the caller still propagates
         self._lines.clear()
         self._heard.clear()
-        self._cause = None
+        dropped, self._causes = self._causes, []
+        if self.bus is not None:
+            for cause in dropped:  # every input gets an outcome: these will get no reply
+                detail = "the story went back to a checkpoint before the Director answered"
+                self.bus.publish_nowait(self._stamp(InputUnshown, cause=cause, reason="stale", detail=detail))
         # As the fold node: the next run starts from START anyway, with this state.
         await self._graph.aupdate_state(
             self._thread,
@@ -328,7 +339,8 @@ class Director:
 
     def _request(self, cause: str | None) -> None:
         loop = asyncio.get_running_loop()
-        self._cause = cause or self._cause
+        if cause is not None and cause not in self._causes:
+            self._causes.append(cause)
         self._due = max(loop.time() + self.config.debounce_s, self._not_before)
 
     def answers(self, event: Event) -> bool:
@@ -509,7 +521,7 @@ class Director:
             return
         owed.acknowledged = True
         block = self.acknowledgement.block(owed.event)
-        if self._submit(block, self.realizer.epoch("director"), owed.event.id).accepted:
+        if self._submit(block, self.realizer.epoch("director"), (owed.event.id,)).accepted:
             self.stats.acknowledged += 1
 
     def _unusable_reason(self) -> str:
@@ -551,11 +563,11 @@ class Director:
         kept = {c["id"] for m in messages for c in m.get("tool_calls") or []}
         spoken = {block: call for block, call in spoken.items() if call in kept}
         epoch = self._run_epoch
-        cause, self._cause = self._cause, None
+        causes, self._causes = tuple(self._causes), []
         self._run_owed, self._owed = self._owed, None
         self._unusable = []
         self._ctx = ToolContext(
-            submit=lambda block: self._submit(block, epoch, cause),
+            submit=lambda block: self._submit(block, epoch, causes),
             places=self.places,
             memory=list(state.get("memory", [])),
         )
@@ -660,8 +672,10 @@ class Director:
             return END
         return END if state.get("misses", 0) >= MISSES else "think"
 
-    def _submit(self, block: Block, epoch: int, cause: str | None) -> Submission:
-        block = msgspec.structs.replace(block, source="director", epoch=epoch, cause=cause)
+    def _submit(self, block: Block, epoch: int, causes: tuple[str, ...]) -> Submission:
+        """``block`` from the run of ``epoch``, answering every input the run took (the latest first)."""
+        cause = causes[-1] if causes else None
+        block = msgspec.structs.replace(block, source="director", epoch=epoch, cause=cause, also=causes[:-1])
         submission = self.realizer.submit(block)
         if submission.accepted:
             self.stats.plans += 1

@@ -184,7 +184,8 @@ class Block(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     epoch: blocks older than the realizer's current epoch for their source die at dispatch.
     expires_s: a block not started within this many seconds of submission is dropped.
     locks: channels held for the whole block even where no behavior uses them (lower sources get none).
-    cause: the id of the event this block answers (reported in the chunk's ``reflects``).
+    cause: the id of the event this block answers (reported in the chunk's ``reflects``); also: the ids of
+    further events it answers (inputs the Director took into one reply), reported with it.
     """
 
     behaviors: list[Behavior]
@@ -196,6 +197,7 @@ class Block(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     expires_s: float | None = None
     locks: list[Channel] = []
     cause: str | None = None
+    also: tuple[str, ...] = ()
     label: str = ""
 
     def channels(self) -> frozenset[str]:
@@ -240,6 +242,11 @@ def within_manifest(behaviors: list[Behavior], manifest: Manifest) -> list[Behav
             continue
         kept.append(b)
     return kept
+
+
+def causes_of(block: Block) -> tuple[str, ...]:
+    """Every event ``block`` answers: its cause, then those it answers too."""
+    return ((block.cause,) if block.cause else ()) + tuple(c for c in block.also if c != block.cause)
 
 
 def with_ids(block: Block) -> Block:

@@ -56,6 +56,7 @@ from agent.plans import (
     Timing,
     behavior_channels,
     block_length_s,
+    causes_of,
     estimate_speech_s,
     heard_prefix,
     resolve_pinned,
@@ -384,8 +385,8 @@ class Realizer:
                     f"and {MAX_LIVE_BEHAVIORS} behaviors); try again when some have ended",
                 )
         block = validate_block(block, self.manifest)
-        if block.cause:
-            self._causes[block.cause] = None
+        for cause in causes_of(block):
+            self._causes[cause] = None
             if len(self._causes) > RECENT_CAUSES:
                 del self._causes[next(iter(self._causes))]
         if not block.id or any(e.block.id == block.id for e in self._entries):
@@ -591,10 +592,10 @@ class Realizer:
         for entry in self._entries:
             if not entry.reflected and entry.block.id in owners.values():
                 entry.reflected = True
-                cause = entry.block.cause
-                if cause and cause not in self._reflected:
-                    self._reflected.add(cause)
-                    reflects.append(cause)
+                for cause in causes_of(entry.block):
+                    if cause not in self._reflected:
+                        self._reflected.add(cause)
+                        reflects.append(cause)
         self._strokes(k)
         self.locks = owners
         return ChunkOutput(
@@ -879,12 +880,13 @@ class Realizer:
         self._unshown(entry, reason)
 
     def _unshown(self, entry: _Entry, reason: UnshownReason) -> None:
-        """``entry`` has left: if it was the last block of its cause and the cause never showed, say so."""
-        cause = entry.block.cause
-        if not cause or cause in self._reflected or any(e.block.cause == cause for e in self._entries):
-            return
+        """``entry`` has left: for each of its causes that never showed, if it was the cause's last block,
+        say so."""
         detail = f"{entry.block.source} block {entry.block.label or entry.block.id!r} {reason}"
-        self._publish(self._stamp(InputUnshown, cause=cause, reason=reason, detail=detail))
+        for cause in causes_of(entry.block):
+            if cause in self._reflected or any(cause in causes_of(e.block) for e in self._entries):
+                continue
+            self._publish(self._stamp(InputUnshown, cause=cause, reason=reason, detail=detail))
 
     # -------------------------------------------------------------------------------- publishing
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from agent.director import Director
 from agent.director_config import DirectorConfig
-from agent.progress import BlockDropped, CharacterSpeech, DirectorError, DirectorPlan
+from agent.progress import BlockDropped, CharacterSpeech, DirectorError, DirectorPlan, InputUnshown
 from agent.realizer import ChunkOutput, Realizer
 from events.bus import EventBus
 from events.stamp import Stamper
-from events.vocabulary import EndOfTurn, Gesture, SoundClass, SpeechStarted, TextInput, Transcript
+from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SpeechStarted, TextInput, Transcript
 from tests.agent.frames import probe
 from tests.agent.stage import LIMIT_S, MANIFEST, Stage, make_stage
 from tests.support.llm_server import Call, Drop, HttpError, LLMServer, Malformed, Reply
@@ -237,6 +237,37 @@ async def test_triggers_are_debounced_into_one_run(llm: LLMServer) -> None:
             "The user made a gesture: wave",
             "A sound was heard: Knock",
         ]
+    finally:
+        await stage.director.stop()
+
+
+async def test_every_input_folded_into_one_run_is_answered_by_its_reply(llm: LLMServer) -> None:
+    # The soak found inputs neither reflected nor told why not: a run answered only the last of them.
+    stage = make_stage(llm, debounce_s=0.2)
+    llm.enqueue(Reply(text="Yes to all of that!"), Reply(text=""))
+    try:
+        inputs: list[Event] = [stage.stamp(TextInput, text=text) for text in ("one", "two")]
+        inputs.append(stage.stamp(Gesture, gesture="wave"))
+        for event in inputs:
+            await stage.bus.publish(event)
+        await stage.settle()
+        assert len(llm.requests) == 1  # one run, one reply for all three
+        reflected = [event_id for out in stage.tick(4) for event_id in out.reflects]
+        assert sorted(reflected) == sorted(event.id for event in inputs)
+    finally:
+        await stage.director.stop()
+
+
+async def test_inputs_a_story_rewind_leaves_unanswered_are_told_they_will_not_show(llm: LLMServer) -> None:
+    stage = make_stage(llm, debounce_s=30.0)  # the run would come long after the rewind
+    try:
+        before = await stage.director.snapshot()
+        typed = stage.stamp(TextInput, text="are you there?")
+        await stage.bus.publish(typed)
+        await asyncio.sleep(0)  # the Director reads it off the bus
+        await stage.director.restore(before)
+        told = [e for e in stage.seen(InputUnshown) if e.cause == typed.id]
+        assert [e.reason for e in told] == ["stale"] and not llm.requests
     finally:
         await stage.director.stop()
 

@@ -2,7 +2,10 @@
 same story database, brings the session back at its last checkpoint, and the picture continues exactly.
 
 The checkpoint is known to be written when its row in the database holds the generator's snapshot: the
-test reads the file (``tests/support/story_db.py``) until it does.
+test reads the file (``tests/support/story_db.py``) until it does. The server never drops media for this
+test's client (its limits say so): on a loaded machine the client can fall behind for a moment, and what
+is checked here is that every frame continues exactly, not the rule for slow clients
+(tests/server/test_slow_client.py).
 """
 
 from __future__ import annotations
@@ -28,12 +31,17 @@ ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 300.0
 """Loading the models on a busy machine: generous, the test waits for the server's own line."""
 CHUNK_WAIT_S = 120.0
+KEEP_ALL_MEDIA = (
+    "[server.limits]\nmedia_max_age_s = 600.0\nmedia_backlog_s = 600.0\nmedia_queue_frames = 100000\n"
+)
 
 
 @contextlib.asynccontextmanager
 async def serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     """``onstage serve`` on a free loopback port with ``db`` as its story database; yields (process, url).
     A failure inside says what the server logged last."""
+    config = db.with_name("onstage.toml")
+    config.write_text(KEEP_ALL_MEDIA)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -43,6 +51,8 @@ async def serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str
         "0",
         "--story-db",
         str(db),
+        "--config",
+        str(config),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
