@@ -174,15 +174,16 @@ CLIPS: list[Clip] = [
         "usr/share/kajongg/voices/female1/violatesoriginalcall.ogg",
     ),
     Clip("speech_hedgewars_hello", "speech", "hedgewars-data", f"{HW}/Default/Youllregretthat.ogg"),
-    # Background noise: no room tone ships; GCompris's machine noise is the nearest real steady noise.
+    # Background noise: no room tone ships. A distant street (LinCity-NG's light traffic) stands for the quiet
+    # room, a vacuum cleaner's steady motor (Tux Paint) for the fan.
+    Clip("noise_street", "noise", "lincity-ng-data", "usr/share/games/lincity-ng/sounds/TraficLow1.wav"),
     Clip(
-        "noise_machine",
+        "noise_motor",
         "noise",
-        "gcompris-qt-data",
-        f"{GC_MEM}/LRHits_01_LA.ogg",
-        1.5,
-        4.0,
-        note="a steady machine rumble, used as room and fan noise",
+        "tuxpaint-stamps-default",
+        "usr/share/tuxpaint/stamps/household/vacuum_cleaner.ogg",
+        0.05,
+        0.75,
     ),
 ]
 
@@ -193,6 +194,7 @@ LICENCES = {
     ),
     "hydrogen-drumkits": ("GPL-2", "Glen MacArthur (Gimme A Hand, The Black Pearl); Emiliano Grilli (Millo)"),
     "lincity-ng-data": ("GPL-2+", "the LinCity-NG authors"),
+    "tuxpaint-stamps-default": ("GPL-2", "Bill Kendrick and the Tux Paint authors"),
     "minetest-mod-homedecor": ("CC-BY-SA-4.0", "Vanessa Ezekowitz"),
     "minetest-data": ("CC-BY-SA-3.0", "the Minetest Game authors"),
     "sound-theme-freedesktop": ("CC-BY-3.0", "Dr. Richard Boulanger et al"),

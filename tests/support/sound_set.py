@@ -1,15 +1,15 @@
 """The real-recording test set: scenes mixed from the clips in tests/data/sounds/, with their ground truth.
 
 The clips (door knocks, hand claps, applause, a doorbell, bells, footsteps, coughs, music, a dog, a crowd,
-five speakers, a steady machine noise) are real recordings cut out of Debian packages by
+five speakers, a distant street and a vacuum cleaner's motor as noise) are real recordings cut out of Debian packages by
 ``scripts/build_sound_set.py``; ``clips.json`` says where each comes from and under which licence. The
 scenes are mixed here, in memory and deterministically, so that nothing mixed is stored:
 
-- ``quiet``: every knock, clap, applause, doorbell and distractor alone over the machine noise at a quiet
+- ``quiet``: every knock, clap, applause, doorbell and distractor alone over a distant street at a quiet
   room's level (-60 dBFS);
 - ``speech``: the speakers talking with short pauses, knocks and claps both in the pauses and under the
   speech (``under_speech``), plus applause, bells and music between utterances;
-- ``fan``: knocks, claps, the doorbell and some speech in the machine noise at -35 dBFS, a loud fan.
+- ``fan``: knocks, claps, the doorbell and some speech in a motor's steady noise at -35 dBFS, a loud fan.
 
 Each ``Truth`` gives a sound's kind, where it starts and ends, and for knocks and claps each impulse.
 ``write`` puts a scene and its truth on disk (for ``onstage listen``).
@@ -81,16 +81,16 @@ def kinds() -> dict[str, str]:
     return {str(r["name"]): str(r["kind"]) for r in catalogue()}
 
 
-def attack(audio: np.ndarray) -> int:
-    """The first sample of an impulse: where it first comes within 20 dB of its peak."""
+def attack(audio: np.ndarray, below_peak_db: float = 20.0) -> int:
+    """The first sample of a sound: where it first comes within ``below_peak_db`` of its peak."""
     env = np.abs(audio)
-    return int(np.argmax(env >= 0.1 * env.max()))
+    return int(np.argmax(env >= 10 ** (-below_peak_db / 20) * env.max()))
 
 
-def room(seconds: float, level_db: float) -> np.ndarray:
-    """The machine noise, looped with crossfades to ``seconds``, at an RMS of ``level_db`` dBFS."""
-    base = clip("noise_machine")
-    fade = RATE // 4
+def room(seconds: float, level_db: float, noise: str) -> np.ndarray:
+    """A noise clip looped with crossfades to ``seconds``, at an RMS of ``level_db`` dBFS."""
+    base = clip(noise)
+    fade = base.size // 4
     ramp = np.linspace(0.0, 1.0, fade, dtype=np.float32)
     out = np.zeros(round(seconds * RATE) + base.size, np.float32)
     at = 0
@@ -130,7 +130,8 @@ class _Mix:
             audio = clip(name) * gain
             pos = start + round(i * spacing_s * RATE)
             self.parts.append((pos, audio))
-            impulses.append((pos + attack(audio)) * 1000 / RATE)
+            # An impulse starts at its rise; any other sound where it first stands out of the noise.
+            impulses.append((pos + attack(audio, 20.0 if kind in IMPULSIVE else 40.0)) * 1000 / RATE)
             stop = max(stop, pos + audio.size)
         self.truth.append(
             Truth(
@@ -146,9 +147,9 @@ class _Mix:
             self.end = stop + round(GAP_S * RATE)
         return stop
 
-    def render(self, name: str, noise_db: float) -> Scene:
+    def render(self, name: str, noise: str, noise_db: float) -> Scene:
         seconds = self.end / RATE + 0.5
-        audio = room(seconds, noise_db)
+        audio = room(seconds, noise_db, noise)
         for pos, part in self.parts:
             audio[pos : pos + part.size] += part[: audio.size - pos]
         truth = sorted(self.truth, key=lambda t: t.start_ms)
@@ -191,7 +192,7 @@ def quiet() -> Scene:
     for name in ("music_america", "music_africa"):
         mix.add("music", [name], -8.0)
     mix.add("crowd", ["crowd_cheer"], -8.0)
-    return mix.render("quiet", -60.0)
+    return mix.render("quiet", "noise_street", -60.0)
 
 
 def speech() -> Scene:
@@ -217,7 +218,7 @@ def speech() -> Scene:
             mix.add(kind, names, -8.0, spacing_s=spacing)
         elif (extra := next(distractors, None)) is not None:
             mix.add(extra[0], [extra[1]], -8.0)
-    return mix.render("speech", -60.0)
+    return mix.render("speech", "noise_street", -60.0)
 
 
 def fan() -> Scene:
@@ -227,7 +228,7 @@ def fan() -> Scene:
     mix.add("doorbell", ["doorbell"], -8.0)
     for name in SPEECH[::3]:
         mix.add("speech", [name], -6.0)
-    return mix.render("fan", -35.0)
+    return mix.render("fan", "noise_motor", -35.0)
 
 
 SCENES = {"quiet": quiet, "speech": speech, "fan": fan}
