@@ -1,0 +1,116 @@
+"""The ears on real recordings: door knocks, hand claps, applause, a doorbell, bells, footsteps, coughs,
+music, a dog, a crowd and five speakers, cut out of Debian packages (tests/data/sounds/) and mixed into
+scenes with known truth (tests/support/sound_set.py). Thresholds are issue 15's goals."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from events.ears import Ears, EarsConfig
+from events.hearing import Hearing
+from events.onset import OnsetDetector
+from events.stamp import Stamper
+from events.vocabulary import Event, SoundOnset
+from tests.support import sound_set
+from tests.support.hearing_score import FRAME, KindScore, hear, score, segments
+
+GOAL_ONSETS = 0.9
+GOAL_NAMES = 0.7
+
+
+def onsets(scene: sound_set.Scene) -> list[float]:
+    detector = OnsetDetector(Stamper("t"))
+    found: list[float] = []
+    for i in range(0, scene.audio.size, FRAME):
+        found += [e.audio_ms for e in detector.feed(scene.audio[i : i + FRAME]) if isinstance(e, SoundOnset)]
+    return found
+
+
+def voice_only(scene: sound_set.Scene) -> list[Event]:
+    ears = Ears(Stamper("v"), EarsConfig(levels=None, turn=None, onset=None))
+    events: list[Event] = []
+    for i in range(0, scene.audio.size, FRAME):
+        events += ears.feed(scene.audio[i : i + FRAME])
+    return events + ears.flush()
+
+
+@pytest.fixture(scope="module")
+def heard() -> dict[str, KindScore]:
+    """Every scene through the ears with YAMNet looking, scored per kind (one run for the naming tests)."""
+    hearing = Hearing(transcripts=None)
+    total: dict[str, KindScore] = defaultdict(KindScore)
+    for name in sound_set.SCENES:
+        scene = sound_set.scene(name)
+        score(scene, hear(scene, hearing), total)
+    return total
+
+
+@pytest.mark.parametrize("kind", sound_set.IMPULSIVE)
+def test_real_knocks_and_claps_not_under_speech_give_onsets(kind):
+    # The goal is over the whole set: in the loud fan, a train of quieter knocks 12 dB over the motor can
+    # still go unheard.
+    hits, missed = 0, []
+    for name in sound_set.SCENES:
+        scene = sound_set.scene(name)
+        found = onsets(scene)
+        for t in scene.truth:
+            if t.kind == kind and not t.under_speech:
+                hit = any(t.impulses_ms[0] - 30 <= at <= t.impulses_ms[0] + 80 for at in found)
+                hits += hit
+                missed += [] if hit else [f"{name}: {t.clip}"]
+    assert hits >= GOAL_ONSETS * (hits + len(missed)), missed
+
+
+@pytest.mark.parametrize("name", list(sound_set.SCENES))
+def test_real_background_noise_gives_no_onset(name):
+    # A distant street and a vacuum cleaner's motor: every onset lies inside a sound that was placed.
+    scene = sound_set.scene(name)
+    stray = [at for at in onsets(scene) if not any(t.start_ms - 30 <= at <= t.end_ms for t in scene.truth)]
+    assert stray == []
+
+
+@pytest.mark.parametrize("name", list(sound_set.SCENES))
+def test_every_real_spoken_line_is_heard_as_speech(name):
+    scene = sound_set.scene(name)
+    spoken = segments(voice_only(scene))
+    lines = [t for t in scene.truth if t.kind == "speech"]
+    missed = [t.clip for t in lines if not any(t.start_ms < s1 and s0 < t.end_ms for s0, s1 in spoken)]
+    assert missed == []
+
+
+@pytest.mark.parametrize("name", list(sound_set.SCENES))
+def test_real_knocks_claps_and_doorbells_alone_start_no_speech(name):
+    scene = sound_set.scene(name)
+    triggers = [
+        t for t in scene.truth if t.kind in sound_set.NAMED and t.kind != "applause" and not t.under_speech
+    ]
+    lines = [t for t in scene.truth if t.kind == "speech"]
+    started = [
+        t.clip
+        for s0, s1 in segments(voice_only(scene))
+        if not any(u.start_ms < s1 and s0 < u.end_ms for u in lines)
+        for t in triggers
+        if t.start_ms < s1 and s0 < t.end_ms
+    ]
+    assert started == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15, not met yet: applause, a bell's ring and music each start one short speech segment",
+)
+def test_applause_bells_and_music_start_no_speech(heard):
+    assert {kind: s.speech_started for kind, s in heard.items() if s.speech_started} == {}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15, not met yet: YAMNet alone names few real knocks and claps")
+@pytest.mark.parametrize("kind", ["knock", "clap"])
+def test_real_knocks_and_claps_are_named(heard, kind):
+    assert heard[kind].named >= GOAL_NAMES * heard[kind].count
+
+
+def test_real_doorbells_and_applause_are_named(heard):
+    for kind in ("doorbell", "applause"):
+        assert heard[kind].named >= GOAL_NAMES * heard[kind].count, kind
