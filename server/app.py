@@ -40,6 +40,8 @@ from server import heap
 from server import protocol as p
 from server.access import Access, HostGate
 from server.auth import check_token
+from server.client_voice import CLIENT_VOICE_MESSAGES, CharacterVoice, voice_of
+from server.client_voice import handle as handle_voice
 from server.conductor import Conductor
 from server.limits import Limits, TokenBucket
 from server.outbox import Outbox
@@ -226,11 +228,20 @@ class OnstageServer:
                         if session is None:
                             session = await self._start_with(token, msg, outbox)
                             continue
-                        for answer in await session.conductor.handle(msg):
+                        conductor = session.conductor
+                        if isinstance(msg, CLIENT_VOICE_MESSAGES):
+                            voice = voice_of(conductor.player)
+                            answers = await handle_voice(voice, conductor.bus, conductor.stamper, msg)
+                        else:
+                            answers = await conductor.handle(msg)
+                        for answer in answers:
                             await outbox.put(p.encode_server(answer), droppable=False)
                     else:
                         if session is None:
                             raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "send session.start first")
+                        if data[:1] == bytes([p.Kind.VOICE_IN]):
+                            voice_of(session.conductor.player).feed(data)
+                            continue
                         pcm = p.decode_audio_in(data)
                         if not audio.take(len(pcm) / 2 / p.AUDIO_IN_RATE):
                             raise p.ProtocolError(
@@ -323,8 +334,15 @@ class OnstageServer:
         started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
         await outbox.put(p.encode_server(started), droppable=False)
         live.conductor.on_fatal = lambda error: self._fail(live, error)
+        if isinstance(player := live.conductor.player, CharacterVoice):
+            player.notify = lambda message: self._tell(live, message)
         await live.conductor.start(outbox.put)
         return live
+
+    def _tell(self, live: LiveSession, message: p.ServerMessage) -> None:
+        """Queue a control message for a session's client from synchronous code (none while it is away)."""
+        if live.outbox is not None:
+            self._background(live.outbox.put(p.encode_server(message), droppable=False))
 
     async def _fail(self, live: LiveSession, error: p.Error) -> None:
         """A session broke inside: the client gets the fatal error and the connection closes."""
