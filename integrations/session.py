@@ -85,6 +85,7 @@ class OnstageSession:
         self.start_fields = dict(start or {})
         self.started: p.SessionStarted | None = None
         self.dropped = 0  # beats dropped because the consumer fell behind
+        self.missing = 0  # frames that never came (the server drops media for a client that falls behind)
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
         self._started: asyncio.Future[p.SessionStarted] | None = None
@@ -272,6 +273,8 @@ class OnstageSession:
 
     def _video(self, header: dict[str, Any], jpeg: bytes) -> None:
         pts = header["pts_ms"]
+        if self._last_pts >= 0:
+            self.missing += max(0, round((pts - self._last_pts) / self.frame_ms) - 1)
         audio = self._audio.pop(pts, b"")
         for old in [t for t in self._audio if t < pts]:
             del self._audio[old]
