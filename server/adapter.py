@@ -26,6 +26,8 @@ from events.vocabulary import (
     Transcript,
 )
 from server import protocol as p
+from server.client_voice import CLIENT_VOICE_MESSAGES, voice_of
+from server.client_voice import handle as handle_voice
 from server.core.conductor import Conductor, Refused
 from server.core.outputs import AudioOut, Figures, Output, Sink, StoryMoved, Unshown, VideoOut, droppable
 
@@ -43,6 +45,8 @@ class ProtocolAdapter:
     async def handle(self, msg: p.ClientMessage) -> list[p.ServerMessage]:
         """A client message after ``session.start``; the answers to send (``ProtocolError`` if bad)."""
         core, ref = self.conductor, msg.ref
+        if isinstance(msg, CLIENT_VOICE_MESSAGES):
+            return await handle_voice(voice_of(core.player), core.bus, core.stamper, msg)
         try:
             match msg:
                 case p.Ping():
@@ -78,6 +82,10 @@ class ProtocolAdapter:
         except Refused as exc:
             raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), ref) from None
         raise p.ProtocolError(p.ErrorCode.UNKNOWN_TYPE, f"unknown message type {type(msg).__name__}", ref)
+
+    def voice_in(self, frame: bytes) -> None:
+        """A binary ``0x04`` frame: the character's voice from the client (``ProtocolError`` if bad)."""
+        voice_of(self.conductor.player).feed(frame)
 
     async def _publish(self, event: Event, ref: str | None) -> p.InputAccepted:
         await self.conductor.publish(event)

@@ -40,6 +40,7 @@ from server import protocol as p
 from server.access import Access, HostGate
 from server.adapter import ProtocolAdapter
 from server.auth import check_token
+from server.client_voice import CharacterVoice
 from server.core.conductor import Conductor
 from server.limits import Limits, TokenBucket
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -211,6 +212,9 @@ class OnstageServer:
                     else:
                         if session is None:
                             raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "send session.start first")
+                        if data[:1] == bytes([p.Kind.VOICE_IN]):
+                            session.adapter.voice_in(data)
+                            continue
                         pcm = p.decode_audio_in(data)
                         if not audio.take(len(pcm) / 2 / p.AUDIO_IN_RATE):
                             raise p.ProtocolError(
@@ -306,8 +310,15 @@ class OnstageServer:
             live, p.Error(code=p.ErrorCode.INTERNAL, message=message, fatal=True)
         )
         live.conductor.media.observer = self.metrics
+        if isinstance(player := live.conductor.player, CharacterVoice):
+            player.notify = lambda message: self._tell(live, message)
         await live.conductor.start(live.adapter.sink(outbox.put))
         return live
+
+    def _tell(self, live: LiveSession, message: p.ServerMessage) -> None:
+        """Queue a control message for a session's client from synchronous code (none while it is away)."""
+        if live.outbox is not None:
+            self._background(live.outbox.put(p.encode_server(message), droppable=False))
 
     async def _fail(self, live: LiveSession, error: p.Error) -> None:
         """A session broke inside: the client gets the fatal error and the connection closes."""

@@ -30,6 +30,8 @@ class Kind(enum.IntEnum):
     AUDIO_IN = 0x01
     VIDEO = 0x02
     AUDIO_OUT = 0x03
+    VOICE_IN = 0x04
+    """(Extension) The character's voice from the client's own voice pipeline (``server.client_voice``)."""
 
 
 class ErrorCode(enum.StrEnum):
@@ -119,6 +121,21 @@ class Ping(ClientMessage, kw_only=True, tag="ping"):
     pass
 
 
+class VoiceStart(ClientMessage, kw_only=True, tag="voice.start"):
+    """(Extension) A segment of the character's voice begins: the binary kind 0x04 frames that follow are
+    its audio, PCM16 LE mono at the session's ``audio_out_rate``."""
+
+
+class VoiceEnd(ClientMessage, kw_only=True, tag="voice.end"):
+    """(Extension) The open voice segment has all its audio."""
+
+
+class InputSpeech(ClientMessage, kw_only=True, tag="input.speech"):
+    """(Extension) The user started or stopped speaking, as the client's own voice pipeline detected it."""
+
+    state: Literal["started", "stopped"]
+
+
 CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
     SessionStart,
     InputText,
@@ -130,6 +147,9 @@ CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
     StoryChoose,
     StoryRewind,
     Ping,
+    VoiceStart,
+    VoiceEnd,
+    InputSpeech,
 )
 _BY_TYPE: dict[str, type[ClientMessage]] = {str(m.__struct_config__.tag): m for m in CLIENT_MESSAGES}
 _DECODERS = {tag: msgspec.json.Decoder(cls) for tag, cls in _BY_TYPE.items()}
@@ -201,16 +221,26 @@ def decode_audio_in(frame: bytes) -> bytes:
         raise ProtocolError(ErrorCode.BAD_FIELD, "empty binary frame")
     if frame[0] != Kind.AUDIO_IN:
         raise ProtocolError(
-            ErrorCode.BAD_FIELD, f"clients send binary kind 0x01 (audio), got 0x{frame[0]:02x}"
+            ErrorCode.BAD_FIELD,
+            f"clients send binary kind 0x01 (audio) or 0x04 (voice), got 0x{frame[0]:02x}",
         )
+    return _pcm_payload(frame, MAX_AUDIO_SAMPLES)
+
+
+def decode_voice_in(frame: bytes, max_samples: int) -> bytes:
+    """(Extension) The PCM payload of a voice-in binary frame (kind 0x04, 1 to ``max_samples`` samples)."""
+    if frame[:1] != bytes([Kind.VOICE_IN]):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "not a voice frame (kind 0x04)")
+    return _pcm_payload(frame, max_samples)
+
+
+def _pcm_payload(frame: bytes, max_samples: int) -> bytes:
     payload = frame[1:]
     if len(payload) % 2:
         raise ProtocolError(ErrorCode.BAD_FIELD, f"PCM16 audio needs an even byte count, got {len(payload)}")
     samples = len(payload) // 2
-    if samples > MAX_AUDIO_SAMPLES:
-        raise ProtocolError(
-            ErrorCode.TOO_LARGE, f"audio frame of {samples} samples is over {MAX_AUDIO_SAMPLES}"
-        )
+    if samples > max_samples:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"audio frame of {samples} samples is over {max_samples}")
     if samples == 0:
         raise ProtocolError(ErrorCode.BAD_FIELD, "audio frame holds no samples")
     return payload
@@ -333,6 +363,22 @@ class Pong(ServerMessage, kw_only=True, tag="pong"):
     pass
 
 
+class VoiceStarted(ServerMessage, kw_only=True, tag="voice.started"):
+    """(Extension) Voice segment ``segment`` sounds from the frame at ``pts_ms`` on."""
+
+    segment: str
+    pts_ms: float
+
+
+class VoiceEnded(ServerMessage, kw_only=True, tag="voice.ended"):
+    """(Extension) Voice segment ``segment`` is over: its audio sounds in no frame from ``pts_ms`` on;
+    ``interrupted`` when it was cut (``response.interrupt``, a story rewind) before all of it played."""
+
+    segment: str
+    pts_ms: float
+    interrupted: bool
+
+
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -392,4 +438,6 @@ AnyServerMessage = Union[  # noqa: UP007 (kept as a named union for clients that
     Metrics,
     Error,
     Pong,
+    VoiceStarted,
+    VoiceEnded,
 ]

@@ -27,9 +27,9 @@ from events.sound_classes import DEFAULT_THRESHOLDS
 from events.stamp import Stamper
 from events.turn import TurnConfig
 from server import protocol as p
+from server.client_voice import CharacterVoice
 from server.core.conductor import Conductor, ConductorConfig
 from server.revival import SessionRecords
-from server.speech import SpeechPlayer
 from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
@@ -221,7 +221,7 @@ class SessionFactory:
             minds=minds,
             bus=bus,
             ears=ears,
-            player=SpeechPlayer(self.voice, minds.realizer),
+            player=CharacterVoice(self.voice, minds.realizer),
             stamper=stamper,
             config=self.conductor,
         )
