@@ -50,12 +50,13 @@ def run_configurations(
     total, started = len(configs) * len(seeds), time.monotonic()
     for precision in dict.fromkeys(c.precision for c in configs):
         tasks = [(i, seed) for seed in seeds for i, c in enumerate(configs) if c.precision == precision]
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             max_workers=max(1, min(jobs, len(tasks))),
             mp_context=multiprocessing.get_context("spawn"),  # a fresh torch per worker: no forked threads
             initializer=_start_worker,
             initargs=(precision,),
-        ) as pool:
+        )
+        try:
             futures: dict[Future[SeedScores], tuple[int, int]] = {
                 pool.submit(score_seed, configs[i], seed, script): (i, seed) for i, seed in tasks
             }
@@ -68,6 +69,8 @@ def run_configurations(
                     f"{labels[i]} seed {seed}: {scores.seconds:.1f} s ({done}/{total} done, about "
                     f"{_duration(left)} left)"
                 )
+        finally:  # a failed seed (or ^C) leaves no queued seeds running
+            pool.shutdown(cancel_futures=True)
     return [[results[i, seed] for seed in seeds] for i in range(len(configs))]
 
 
