@@ -178,6 +178,56 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    import shlex
+
+    import msgspec
+
+    from streaming_model.eval.compare import RESULTS, rebuild, run_eval
+    from streaming_model.eval.options import parse_options
+    from streaming_model.eval.report import verdict_table
+    from streaming_model.eval.verdict import Rule
+    from streaming_model.weights import WeightsError
+
+    out = Path(args.out)
+    try:
+        rule = Rule(
+            **{k: v for k, v in (("margin", args.margin), ("confidence", args.confidence)) if v is not None}
+        )
+        if args.rebuild:
+            rejudge = args.margin is not None or args.confidence is not None
+            results, judged = rebuild(out, rule if rejudge else None)
+        else:
+            baseline, candidate = parse_options(args.baseline), parse_options(args.candidate)
+            given = ("--baseline", *args.baseline, "--candidate", *args.candidate, "--seeds", str(args.seeds))
+            command = shlex.join(("onstage", "eval", *given, "--out", str(out)))
+            results, judged = run_eval(
+                baseline,
+                candidate,
+                args.seeds,
+                out,
+                jobs=args.jobs,
+                rule=rule,
+                command=command,
+                progress=lambda line: print(f"onstage eval: {line}", file=sys.stderr, flush=True),
+            )
+    except (msgspec.DecodeError, msgspec.ValidationError):  # before ValueError, which they are
+        print(f"onstage eval: {out / RESULTS} is not the results of an onstage eval run", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"onstage eval: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError:
+        print(f"onstage eval: {out / RESULTS} does not exist: run the evaluation first", file=sys.stderr)
+        return 2
+    except (WeightsError, OSError) as exc:
+        print(f"onstage eval: {exc}", file=sys.stderr)
+        return 1
+    print(verdict_table(judged, results.rule.confidence))
+    print(f"onstage: wrote {out / 'report.md'}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onstage", description="A live character you talk with.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,6 +292,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="the default model, the procedural truth, or both side by side",
     )
     render.set_defaults(run=_render)
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="is a configuration of the model within the noise floor of another? (scripted probes over seeds)",
+        description="Run the scripted evaluation (every action, side turns, mouth against the voice, "
+        "identity, motion, a long session for drift) on the same seeds for two configurations, and judge "
+        "each probe metric: within the noise floor or not. Writes DIR/report.md with PNG plots and "
+        "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, "
+        "precision=auto|bf16|fp32, cache_noise=X (a deliberately damaged cache).",
+    )
+    evaluate.add_argument("--baseline", nargs="*", default=[], metavar="KEY=VALUE", help="default: as served")
+    evaluate.add_argument(
+        "--candidate", nargs="*", default=[], metavar="KEY=VALUE", help="default: as served"
+    )
+    evaluate.add_argument("--seeds", type=int, default=20, help="seeds per configuration (default 20)")
+    evaluate.add_argument("--out", required=True, help="the report's folder (created if missing)")
+    evaluate.add_argument(
+        "--jobs", type=int, default=len(os.sched_getaffinity(0)), help="worker processes (default: the cores)"
+    )
+    evaluate.add_argument("--margin", type=float, help="noise floor: K x the baseline's seed spread (1.0)")
+    evaluate.add_argument("--confidence", type=float, help="of the difference's interval (0.95)")
+    evaluate.add_argument(
+        "--rebuild", action="store_true", help="rewrite DIR's report from its results.json, running nothing"
+    )
+    evaluate.set_defaults(run=_eval)
 
     token = sub.add_parser("token", help="make a client token for a server started with a token secret")
     token.add_argument("--secret", help="the server's token secret (or ONSTAGE_TOKEN_SECRET)")

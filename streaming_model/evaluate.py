@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,17 +46,20 @@ class SeedResult:
     motion_end: float = float("nan")  # mean |dx| per chunk during the last walk: does it still move?
 
 
-def script(seed: int) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]]:
-    """Conditions and, per action, (name, first chunk, params) of its segment."""
+def script(
+    seed: int, actions: Sequence[str] = ACTION_NAMES, side_turns: int = SIDE_TURNS
+) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]]:
+    """Conditions and, per action, (name, first chunk, params) of its segment (every action and
+    ``SIDE_TURNS`` side turns unless fewer are asked for: a shortened script for quick checks)."""
     rng = np.random.default_rng(seed)
     conds: list[ChunkCondition] = []
     segments: list[tuple[str, int, dict]] = []
-    for name in ACTION_NAMES:
+    for name in actions:
         conds += [ChunkCondition("idle")] * LEAD
         paw, target = str(rng.choice(["left", "right"])), (float(rng.choice([-0.9, 0.9])), 0.0)
         segments.append((name, len(conds), {"paw": paw, "target": target}))
         conds += [ChunkCondition(name, target=target, paw=paw)] * HOLD
-    for _ in range(SIDE_TURNS):
+    for _ in range(side_turns):
         conds += [ChunkCondition("idle")] * LEAD
         side = str(rng.choice(["left", "right"]))
         segments.append(("turn_side", len(conds), {"side": side}))
@@ -97,16 +101,29 @@ def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict
             else:
                 seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
                 res.actions[name] = action_shown(name, seg, params["paw"], params["target"][0])
-        res.actions["turn_side"] = float(np.mean(side_turns))
+        if side_turns:
+            res.actions["turn_side"] = float(np.mean(side_turns))
         res.identity_dist = float(np.nanmedian(m.identity_dist))
     return res
 
 
-def run_model(gen: Generator, seed: int, cache_mode: CacheMode = "write_time", steps: int = 2) -> SeedResult:
-    """Generate one seed's script with a model and score it."""
+def run_model(
+    gen: Generator,
+    seed: int,
+    cache_mode: CacheMode = "write_time",
+    steps: int = 2,
+    *,
+    cache_noise: float = 0.0,
+    actions: Sequence[str] = ACTION_NAMES,
+    side_turns: int = SIDE_TURNS,
+) -> SeedResult:
+    """Generate one seed's script (shortened with ``actions`` and ``side_turns``) with a model and score
+    it; ``cache_noise`` as in ``Generator.open_session``."""
     identity = seed % NUM_IDENTITIES
-    conds, segments = script(seed)
-    session = gen.open_session(identity=identity, seed=seed, steps=steps, cache_mode=cache_mode)
+    conds, segments = script(seed, actions, side_turns)
+    session = gen.open_session(
+        identity=identity, seed=seed, steps=steps, cache_mode=cache_mode, cache_noise=cache_noise
+    )
     frames = np.concatenate([session.step(c) for c in conds])
     return score(frames, identity, segments)
 

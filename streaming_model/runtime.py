@@ -32,7 +32,7 @@ from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .precision import compute_dtype, computing
-from .sampler import COMMIT_STEP, CONTEXT_T, levels, renoise, seeded_noise
+from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, levels, renoise, seeded_noise
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
 
@@ -136,13 +136,20 @@ class Generator:
         steps: int = 2,
         cache_mode: CacheMode = "write_time",
         journal: int = 8,
+        cache_noise: float = 0.0,
     ) -> Session:
-        """A new session whose identity comes from a reference chunk/image, or a built-in identity."""
+        """A new session whose identity comes from a reference chunk/image, or a built-in identity.
+
+        ``cache_noise`` damages the session on purpose (0 in every real one): seeded Gaussian noise of that
+        many standard deviations of each committed chunk's keys and values is added to them before the
+        cache takes them, so that an evaluation can show it tells a broken model from a sound one."""
         if reference is None:
             if identity is None or not 0 <= identity < NUM_IDENTITIES:
                 raise ValueError(f"identity must be in [0, {NUM_IDENTITIES}) when no reference is given")
             reference = reference_chunk(np.array([identity]))[0]
-        return Session(self, reference, seed, steps, cache_mode, journal)
+        if not cache_noise >= 0.0:
+            raise ValueError(f"cache_noise must be >= 0, got {cache_noise}")
+        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise)
 
 
 class Session:
@@ -156,10 +163,11 @@ class Session:
         steps: int,
         cache_mode: CacheMode,
         journal: int,
+        cache_noise: float = 0.0,
     ) -> None:
         self.dit, self.codec = gen.dit, gen.codec
         cfg = self.dit.cfg
-        self.seed, self.levels = seed, levels(steps)
+        self.seed, self.levels, self.cache_noise = seed, levels(steps), cache_noise
         self.cache = KVCache(
             cfg.depth,
             cfg.heads,
@@ -253,13 +261,24 @@ class Session:
             _, kv = self.dit.run(
                 ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
             )
-            self.cache.commit(kv)
+            self.cache.commit(self._damaged(kv) if self.cache_noise else kv)
         self._meta.append((self.last_action, self.last_phase0, self._base, self.voice_tail))
         self._base = ctx
         self.voice_tail = pending.voice[len(pending.voice) - len(self.voice_tail) :]
         self.last_action, self.last_phase0 = pending.condition.action, pending.phase0
         self.index += 1
         return self.decode(pending) if decode else None
+
+    def _damaged(
+        self, kv: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The chunk's keys and values with the ``cache_noise`` the session was opened with added (seeded
+        per chunk, so a damaged session is as repeatable as a sound one)."""
+        noise = seeded_noise(self.seed, self.index, DAMAGE_STEP, (len(kv), 2, *kv[0][0].shape))
+        return [
+            (k + self.cache_noise * k.float().std() * n[0], v + self.cache_noise * v.float().std() * n[1])
+            for (k, v), n in zip(kv, noise, strict=True)
+        ]
 
     def decode(self, pending: PendingChunk) -> np.ndarray:
         """Pixels of a chunk: (4, 128, 128, 3) uint8."""

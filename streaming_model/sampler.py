@@ -12,6 +12,7 @@ import hashlib
 import torch
 
 COMMIT_STEP = -1  # the step index whose noise is used for the context noise at commit time
+DAMAGE_STEP = -2  # the step index of the noise a deliberately damaged cache adds (``cache_noise``)
 CONTEXT_T = 0.05  # noise level of committed context chunks (the model is trained on noisy context)
 
 

@@ -88,3 +88,32 @@ def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> No
     # Options are checked when the backend loads, before anything listens.
     assert main(["serve", "--backend", "world", "--backend-option", "fps=0", "--port", "0"]) == 2
     assert "world option fps must be in [1, 60], got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["--baseline", "stepz=2"],
+            "unknown option 'stepz'; the options are: steps, cache, precision, cache_noise",
+        ),
+        (["--candidate", "cache=fast"], "option cache takes write_time or naive, not 'fast'"),
+        (["--candidate", "precision=fp16"], "option precision takes auto, bf16, fp32, not 'fp16'"),
+        (["--seeds", "1"], "give at least 2 seeds"),
+        (["--jobs", "0"], "give at least 1 job"),
+        (["--margin", "-1"], "the margin must be a number >= 0"),
+        (["--rebuild"], "results.json does not exist: run the evaluation first"),
+    ],
+)
+def test_eval_names_what_is_wrong_with_its_arguments_and_runs_nothing(argv, says, tmp_path, capsys) -> None:
+    out = tmp_path / "report"
+    assert main(["eval", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("onstage eval: ") and says in err
+    assert not (out / "results.json").exists()
+
+
+def test_eval_rebuild_refuses_a_results_file_that_is_not_one(tmp_path, capsys) -> None:
+    (tmp_path / "results.json").write_text('{"seeds": "many"}')
+    assert main(["eval", "--out", str(tmp_path), "--rebuild"]) == 2
+    assert "is not the results of an onstage eval run" in capsys.readouterr().err

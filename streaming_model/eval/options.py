@@ -1,0 +1,98 @@
+"""What a configuration under evaluation is: runtime options given as ``KEY=VALUE`` text.
+
+``parse_options(["steps=1", "cache=naive"])`` gives ``RunOptions(steps=1, cache="naive")``; a key that is
+not an option, or a value it cannot take, is a ``ValueError`` naming the key and what it takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, get_args
+
+import msgspec
+
+from ..evaluate import SIDE_TURNS
+from ..kv_cache import CacheMode
+from ..manifest import ACTION_NAMES
+from ..precision import PRECISIONS
+
+AUTO = "auto"  # the machine's own choice (``precision.compute_dtype``)
+
+
+class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The runtime options of one configuration (the defaults are what a live session runs)."""
+
+    steps: int = 2  # denoise steps per chunk
+    cache: CacheMode = "write_time"  # the KV cache path: write-time maintenance, or the naive reference
+    precision: str = AUTO  # "bf16", "fp32", or the machine's choice
+    cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
+
+    def describe(self, names: Sequence[str] | None = None) -> str:
+        """``steps=2 cache=write_time precision=auto cache_noise=0``: every option, or those named."""
+        return " ".join(f"{name}={_text(getattr(self, name))}" for name in names or self.__struct_fields__)
+
+
+class Script(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How much of the scripted evaluation each seed runs (all of it unless shortened for a quick check)."""
+
+    actions: tuple[str, ...] = ACTION_NAMES
+    side_turns: int = SIDE_TURNS
+    drift_chunks: int = 60  # the long session's length; 0 leaves the drift probe out
+
+
+def _steps(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError
+    return value
+
+
+def _cache(text: str) -> str:
+    if text not in get_args(CacheMode):
+        raise ValueError
+    return text
+
+
+def _precision(text: str) -> str:
+    if text != AUTO and text not in PRECISIONS:
+        raise ValueError
+    return text
+
+
+def _noise(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < float("inf"):
+        raise ValueError
+    return value
+
+
+_PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "steps": (_steps, "an integer >= 1"),
+    "cache": (_cache, " or ".join(get_args(CacheMode))),
+    "precision": (_precision, ", ".join((AUTO, *PRECISIONS))),
+    "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
+}
+
+
+def parse_options(items: Sequence[str]) -> RunOptions:
+    """``RunOptions`` from ``KEY=VALUE`` items; ``ValueError`` saying which item is wrong and why."""
+    values: dict[str, Any] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not eq or not key:
+            raise ValueError(f"option {item[:40]!r}: write it as KEY=VALUE")
+        if key not in _PARSERS:
+            raise ValueError(f"unknown option {key[:40]!r}; the options are: {', '.join(_PARSERS)}")
+        if key in values:
+            raise ValueError(f"option {key!r} is given twice")
+        parse, takes = _PARSERS[key]
+        try:
+            values[key] = parse(text)
+        except ValueError:
+            raise ValueError(f"option {key} takes {takes}, not {text[:40]!r}") from None
+    return RunOptions(**values)
+
+
+def _text(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,62 @@
+"""A configuration's options as text: what each key takes, and an error naming the key and what would do;
+the damaged cache they can ask for is seeded like the rest, and absent unless asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streaming_model.condition import ChunkCondition
+from streaming_model.eval.options import RunOptions, parse_options
+from streaming_model.runtime import Generator
+
+
+def test_options_parse_into_the_runtime_options_and_default_to_a_served_session() -> None:
+    assert parse_options([]) == RunOptions(steps=2, cache="write_time", precision="auto", cache_noise=0.0)
+    options = parse_options(["steps=1", " cache = naive", "precision=fp32", "cache_noise=0.5"])
+    assert options == RunOptions(steps=1, cache="naive", precision="fp32", cache_noise=0.5)
+    assert options.describe() == "steps=1 cache=naive precision=fp32 cache_noise=0.5"
+    assert options.describe(["cache"]) == "cache=naive"
+
+
+@pytest.mark.parametrize(
+    ("item", "says"),
+    [
+        ("stepz=2", "unknown option 'stepz'; the options are: steps, cache, precision, cache_noise"),
+        ("steps=0", "option steps takes an integer >= 1, not '0'"),
+        ("steps=two", "option steps takes an integer >= 1, not 'two'"),
+        ("cache=fast", "option cache takes write_time or naive, not 'fast'"),
+        ("precision=fp16", "option precision takes auto, bf16, fp32, not 'fp16'"),
+        ("cache_noise=-1", "option cache_noise takes a number >= 0"),
+        ("cache_noise=nan", "option cache_noise takes a number >= 0"),
+        ("steps", "option 'steps': write it as KEY=VALUE"),
+    ],
+)
+def test_a_bad_option_names_the_key_and_what_it_takes(item: str, says: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_options([item])
+    assert says in str(err.value)
+
+
+def test_an_option_given_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="'steps' is given twice"):
+        parse_options(["steps=1", "steps=2"])
+
+
+def _frames(gen: Generator, noise: float | None, seed: int = 3) -> np.ndarray:
+    if noise is None:  # the default, as every live session opens
+        session = gen.open_session(identity=1, seed=seed)
+    else:
+        session = gen.open_session(identity=1, seed=seed, cache_noise=noise)
+    return np.stack([session.step(ChunkCondition(a)) for a in ("wave", "walk_left", "nod", "idle")])
+
+
+def test_a_damaged_cache_repeats_itself_and_is_off_unless_asked_for(tiny_generator: Generator) -> None:
+    sound = _frames(tiny_generator, None)
+    assert np.array_equal(_frames(tiny_generator, 0.0), sound)
+    damaged = _frames(tiny_generator, 2.0)
+    assert np.array_equal(_frames(tiny_generator, 2.0), damaged)  # seeded per (seed, chunk)
+    assert np.array_equal(damaged[0], sound[0])  # the first chunk reads only the reference
+    assert not np.array_equal(damaged[1:], sound[1:])
+    with pytest.raises(ValueError, match="cache_noise"):
+        tiny_generator.open_session(identity=1, cache_noise=-0.1)
