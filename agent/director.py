@@ -58,6 +58,16 @@ from agent.script import Place
 from agent.tooling import ToolContext, ToolSet
 from events.bus import EventBus, Subscription
 from events.stamp import Stamper
+from events.tracing import (
+    DIRECTOR_DONE,
+    DIRECTOR_RUN,
+    LLM_DONE,
+    LLM_FIRST_TOKEN,
+    LLM_REQUEST,
+    SPEECH_END,
+    TRANSCRIBED,
+    TURN_ENDED,
+)
 from events.vocabulary import (
     EndOfTurn,
     Event,
@@ -189,9 +199,11 @@ class Director:
         self._lines: list[str] = []
         self._heard: list[tuple[str, str]] = []
         self._server_transcript: list[str] = []
-        self._late_turn = False
-        """A turn ended before its transcript came: the next server transcript is that turn's words."""
+        self._late_turn: str | None = None
+        """A turn (its id) ended before its transcript came: the next server transcript is its words."""
         self._cause: str | None = None
+        self._run_cause: str | None = None
+        """The input the run in flight answers: its stages are traced under that id (``events.tracing``)."""
         self._owed: _Owed | None = None
         """The latest user event that asked for an answer and that no run has taken up yet."""
         self._run_owed: _Owed | None = None
@@ -358,10 +370,14 @@ class Director:
                 self._lines.append(line)
                 trigger = True
             # A slow transcriber may finish after the turn ended: its transcript then answers this turn.
-            self._late_turn = not text
+            self._late_turn = None if text else event.id
         elif isinstance(event, Transcript) and event.final:
-            if event.source == "client" or self._late_turn:
-                self._late_turn = False
+            if self._late_turn is not None and event.source == "server" and self.bus is not None:
+                # The turn's trace carries on under the transcript, which is what the run answers.
+                self.bus.tracer.copy(self._late_turn, event.id, (SPEECH_END, TURN_ENDED))
+                self.bus.tracer.record(event.id, TRANSCRIBED, event.t_ns)
+            if event.source == "client" or self._late_turn is not None:
+                self._late_turn = None
                 self._lines.append(f"The user said: {json.dumps(event.text.strip())}")
                 trigger = True
             else:
@@ -459,6 +475,8 @@ class Director:
         """Account for a finished run: success, cancellation, or a failure to report and retry; and
         acknowledge what the user did when the run sent no plan for it."""
         loop = asyncio.get_running_loop()
+        self._trace(DIRECTOR_DONE)
+        self._run_cause = None
         owed, self._run_owed = self._run_owed, None
         if owed is not None and (self._stale() or (self._ctx is not None and self._ctx.submitted)):
             owed = None  # answered, or a later turn of the user's supersedes it
@@ -552,6 +570,8 @@ class Director:
         spoken = {block: call for block, call in spoken.items() if call in kept}
         epoch = self._run_epoch
         cause, self._cause = self._cause, None
+        self._run_cause = cause
+        self._trace(DIRECTOR_RUN)
         self._run_owed, self._owed = self._owed, None
         self._unusable = []
         self._ctx = ToolContext(
@@ -576,6 +596,7 @@ class Director:
         self.stats.llm_calls += 1
         assert self._ctx is not None
         request = [{"role": "system", "content": self._system_prompt(self._ctx.memory)}, *state["messages"]]
+        self._trace(LLM_REQUEST)
         async with asyncio.timeout(self.config.timeout_s):
             turn = await complete(
                 self.client,
@@ -585,7 +606,9 @@ class Director:
                 stream=self.config.stream,
                 temperature=self.config.temperature,
                 max_tokens=self.config.max_tokens,
+                on_first_token=lambda: self._trace(LLM_FIRST_TOKEN),
             )
+        self._trace(LLM_DONE)
         if (
             not turn.tool_calls
             and turn.text.strip()
@@ -595,6 +618,11 @@ class Director:
             # Plain text is what the character says: record it as the say call it stands for.
             turn = AssistantTurn("", [self._speech_call(turn.text)], turn.finish_reason)
         return {"messages": [*state["messages"], turn.message()]}
+
+    def _trace(self, stage: str) -> None:
+        """Record ``stage`` of the run in flight under the input it answers (the first record wins)."""
+        if self.bus is not None and self._run_cause is not None:
+            self.bus.tracer.record(self._run_cause, stage)
 
     def _speech_call(self, text: str) -> ToolCall:
         """A ``say`` call for plain text of a reply (its first sentences)."""

@@ -221,7 +221,7 @@ class SessionFactory:
             minds=minds,
             bus=bus,
             ears=ears,
-            player=SpeechPlayer(self.voice, minds.realizer),
+            player=SpeechPlayer(self.voice, minds.realizer, bus.tracer),
             stamper=stamper,
             config=self.conductor,
         )
