@@ -338,10 +338,11 @@ class Director:
         async for event in sub:
             self.feed(event)
 
-    def _request(self, cause: str | None) -> None:
+    def _request(self, cause: str | None, debounce_s: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         self._cause = cause or self._cause
-        self._due = max(loop.time() + self.config.debounce_s, self._not_before)
+        wait = self.config.debounce_s if debounce_s is None else debounce_s
+        self._due = max(loop.time() + wait, self._not_before)
 
     def answers(self, event: Event) -> bool:
         """Whether ``event`` asks this Director for an answer (its reply is then the input's outcome)."""
@@ -362,7 +363,9 @@ class Director:
         if isinstance(event, _BARGE_IN) and self.busy:
             self._barge_in()
         trigger = False
+        debounce_s = None  # the configured one
         if isinstance(event, EndOfTurn):
+            debounce_s = self.config.turn_debounce_s
             text = (event.transcript or " ".join(self._server_transcript)).strip()
             self._server_transcript.clear()
             line = f"The user said: {json.dumps(text)}"
@@ -372,11 +375,13 @@ class Director:
             # A slow transcriber may finish after the turn ended: its transcript then answers this turn.
             self._late_turn = None if text else event.id
         elif isinstance(event, Transcript) and event.final:
-            if self._late_turn is not None and event.source == "server" and self.bus is not None:
-                # The turn's trace carries on under the transcript, which is what the run answers.
-                self.bus.tracer.copy(self._late_turn, event.id, (SPEECH_END, TURN_ENDED))
-                self.bus.tracer.record(event.id, TRANSCRIBED, event.t_ns)
             if event.source == "client" or self._late_turn is not None:
+                if self._late_turn is not None:
+                    debounce_s = self.config.turn_debounce_s
+                    if self.bus is not None:
+                        # The turn's trace carries on under the transcript, which is what the run answers.
+                        self.bus.tracer.copy(self._late_turn, event.id, (SPEECH_END, TURN_ENDED))
+                        self.bus.tracer.record(event.id, TRANSCRIBED, event.t_ns)
                 self._late_turn = None
                 self._lines.append(f"The user said: {json.dumps(event.text.strip())}")
                 trigger = True
@@ -402,7 +407,7 @@ class Director:
             label = event.label or event.block_id
             self._lines.append(f"Your plan {json.dumps(label)} did not play to the end ({event.reason}).")
         if trigger:
-            self._request(event.id)
+            self._request(event.id, debounce_s)
             if not isinstance(event, SoundClass):  # a sound is noticed; only what the user does is owed
                 self._owed = _Owed(event)
 
