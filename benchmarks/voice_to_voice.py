@@ -36,7 +36,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
-from served import served, session_url
+from served import served, session_counters, session_url
 
 from server.client import SessionClient
 from server.demo_audio import noise, speech
@@ -171,7 +171,7 @@ def pct(values: list[float]) -> str:
     return f"{np.percentile(a, 50):.0f} | {np.percentile(a, 95):.0f}"
 
 
-async def run(args: argparse.Namespace) -> tuple[list[Turn], list[dict[str, float]], float]:
+async def run(args: argparse.Namespace) -> tuple[list[Turn], list[dict[str, float]], float, float]:
     rng = random.Random(args.seed)
     spans = Spans()
     env = {"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "200"}
@@ -216,13 +216,19 @@ model = "bench"
                     while len(spans.turns()) < len(turns):
                         spans.arrived.clear()
                         await spans.arrived.wait()
+                counters = await asyncio.to_thread(session_counters, base)
+                on_time = counters["chunks_on_time_total"] / max(1.0, counters["chunks_sent_total"])
             finally:
                 streaming.cancel()
-    return turns, [stage_times(s) for s in spans.turns()], wall_offset
+    return turns, [stage_times(s) for s in spans.turns()], wall_offset, on_time
 
 
 def report(
-    turns: list[Turn], stages: list[dict[str, float]], wall_offset: float, args: argparse.Namespace
+    turns: list[Turn],
+    stages: list[dict[str, float]],
+    wall_offset: float,
+    on_time: float,
+    args: argparse.Namespace,
 ) -> None:
     # Each client turn with the server's turn whose speech end is nearest (the clocks are one machine's).
     matched = []
@@ -245,6 +251,7 @@ def report(
     network = [t.heard + wall_offset - s["audio.sent"] for t, s in matched if "audio.sent" in s]
     print(f"| sent to heard at the client | {pct(network)} |")
     placed = [s["turn.speech_end"] - (t.speech_end + wall_offset) for t, s in matched]
+    print(f"\nChunks on time: {100 * on_time:.1f} % (a busy machine shows here first).")
     print(
         f"\nThe server placed the end of speech {pct(placed).replace(' | ', ' ms (p50) / ')} ms (p95) after the client's."
     )
@@ -256,8 +263,7 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--director-toml", default="", help="more lines of the [director] table")
     args = parser.parse_args()
-    turns, stages, wall_offset = await run(args)
-    report(turns, stages, wall_offset, args)
+    report(*await run(args), args)
 
 
 if __name__ == "__main__":
