@@ -65,6 +65,16 @@ from agent.script import Place
 from agent.tooling import ToolContext, ToolSet
 from events.bus import EventBus, Subscription
 from events.stamp import Stamper
+from events.tracing import (
+    DIRECTOR_DONE,
+    DIRECTOR_RUN,
+    LLM_DONE,
+    LLM_FIRST_TOKEN,
+    LLM_REQUEST,
+    SPEECH_END,
+    TRANSCRIBED,
+    TURN_ENDED,
+)
 from events.vocabulary import (
     EndOfTurn,
     Event,
@@ -196,9 +206,12 @@ class Director:
         self._lines: list[str] = []
         self._heard: list[tuple[str, str]] = []
         self._server_transcript: list[str] = []
-        self._late_turn = False
-        """A turn ended before its transcript came: the next server transcript is that turn's words."""
+        self._late_turn: str | None = None
+        """A turn (its id) ended before its transcript came: the next server transcript is its words."""
         self._causes: list[str] = []  # the inputs the next run answers, oldest first
+        self._run_cause: str | None = None
+        """The input the run in flight answers (the latest it took): its stages are traced under that id
+        (``events.tracing``)."""
         self._owed: _Owed | None = None
         """The latest user event that asked for an answer and that no run has taken up yet."""
         self._run_owed: _Owed | None = None
@@ -337,11 +350,12 @@ class Director:
         async for event in sub:
             self.feed(event)
 
-    def _request(self, cause: str | None) -> None:
+    def _request(self, cause: str | None, debounce_s: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         if cause is not None and cause not in self._causes:
             self._causes.append(cause)
-        self._due = max(loop.time() + self.config.debounce_s, self._not_before)
+        wait = self.config.debounce_s if debounce_s is None else debounce_s
+        self._due = max(loop.time() + wait, self._not_before)
 
     def answers(self, event: Event) -> bool:
         """Whether ``event`` asks this Director for an answer (its reply is then the input's outcome)."""
@@ -362,7 +376,9 @@ class Director:
         if isinstance(event, _BARGE_IN) and self.busy:
             self._barge_in()
         trigger = False
+        debounce_s = None  # the configured one
         if isinstance(event, EndOfTurn):
+            debounce_s = self.config.turn_debounce_s
             text = (event.transcript or " ".join(self._server_transcript)).strip()
             self._server_transcript.clear()
             line = f"The user said: {json.dumps(text)}"
@@ -370,10 +386,16 @@ class Director:
                 self._lines.append(line)
                 trigger = True
             # A slow transcriber may finish after the turn ended: its transcript then answers this turn.
-            self._late_turn = not text
+            self._late_turn = None if text else event.id
         elif isinstance(event, Transcript) and event.final:
-            if event.source == "client" or self._late_turn:
-                self._late_turn = False
+            if event.source == "client" or self._late_turn is not None:
+                if self._late_turn is not None:
+                    debounce_s = self.config.turn_debounce_s
+                    if self.bus is not None:
+                        # The turn's trace carries on under the transcript, which is what the run answers.
+                        self.bus.tracer.copy(self._late_turn, event.id, (SPEECH_END, TURN_ENDED))
+                        self.bus.tracer.record(event.id, TRANSCRIBED, event.t_ns)
+                self._late_turn = None
                 self._lines.append(f"The user said: {json.dumps(event.text.strip())}")
                 trigger = True
             else:
@@ -398,7 +420,7 @@ class Director:
             label = event.label or event.block_id
             self._lines.append(f"Your plan {json.dumps(label)} did not play to the end ({event.reason}).")
         if trigger:
-            self._request(event.id)
+            self._request(event.id, debounce_s)
             if not isinstance(event, SoundClass):  # a sound is noticed; only what the user does is owed
                 self._owed = _Owed(event)
 
@@ -471,6 +493,8 @@ class Director:
         """Account for a finished run: success, cancellation, or a failure to report and retry; and
         acknowledge what the user did when the run sent no plan for it."""
         loop = asyncio.get_running_loop()
+        self._trace(DIRECTOR_DONE)
+        self._run_cause = None
         owed, self._run_owed = self._run_owed, None
         if owed is not None and (self._stale() or (self._ctx is not None and self._ctx.submitted)):
             owed = None  # answered, or a later turn of the user's supersedes it
@@ -564,6 +588,8 @@ class Director:
         spoken = {block: call for block, call in spoken.items() if call in kept}
         epoch = self._run_epoch
         causes, self._causes = tuple(self._causes), []
+        self._run_cause = causes[-1] if causes else None
+        self._trace(DIRECTOR_RUN)
         self._run_owed, self._owed = self._owed, None
         self._unusable = []
         self._ctx = ToolContext(
@@ -588,6 +614,7 @@ class Director:
         self.stats.llm_calls += 1
         assert self._ctx is not None
         request = [{"role": "system", "content": self._system_prompt(self._ctx.memory)}, *state["messages"]]
+        self._trace(LLM_REQUEST)
         async with asyncio.timeout(self.config.timeout_s):
             turn = await complete(
                 self.client,
@@ -597,7 +624,9 @@ class Director:
                 stream=self.config.stream,
                 temperature=self.config.temperature,
                 max_tokens=self.config.max_tokens,
+                on_first_token=lambda: self._trace(LLM_FIRST_TOKEN),
             )
+        self._trace(LLM_DONE)
         if (
             not turn.tool_calls
             and turn.text.strip()
@@ -607,6 +636,11 @@ class Director:
             # Plain text is what the character says: record it as the say call it stands for.
             turn = AssistantTurn("", [self._speech_call(turn.text)], turn.finish_reason)
         return {"messages": [*state["messages"], turn.message()]}
+
+    def _trace(self, stage: str) -> None:
+        """Record ``stage`` of the run in flight under the input it answers (the first record wins)."""
+        if self.bus is not None and self._run_cause is not None:
+            self.bus.tracer.record(self._run_cause, stage)
 
     def _speech_call(self, text: str) -> ToolCall:
         """A ``say`` call for plain text of a reply (its first sentences)."""

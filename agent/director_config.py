@@ -49,6 +49,10 @@ class DirectorConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """LLM calls per run: each may call tools, whose results go back to the LLM in the next call."""
     barge_in: Literal["cancel", "stale"] = "cancel"
     debounce_s: float = 0.25
+    """Triggers arriving within this long of each other make one run."""
+    turn_debounce_s: float = 0.0
+    """The same for the end of a spoken turn: the turn detector has already waited for the silence that
+    ends it, and every millisecond here is added to the time the user waits for an answer."""
     retries: int = 2
     backoff_s: float = 1.0
     backoff_max_s: float = 15.0

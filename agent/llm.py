@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -102,9 +102,11 @@ async def complete(
     stream: bool = True,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    on_first_token: Callable[[], None] | None = None,
 ) -> AssistantTurn:
-    """Ask the endpoint for the next assistant turn. Errors (HTTP, network, bad JSON, ``ReplyTooLong``,
-    ``ReplyBrokeOff``) propagate."""
+    """Ask the endpoint for the next assistant turn; ``on_first_token`` is called when the first piece of
+    it (text or a tool call) arrives (with the whole answer, unstreamed). Errors (HTTP, network, bad
+    JSON, ``ReplyTooLong``, ``ReplyBrokeOff``) propagate."""
     options: dict[str, Any] = {"model": model, "messages": messages}
     if tools:
         options["tools"] = tools
@@ -115,6 +117,8 @@ async def complete(
         options["max_tokens"] = max_tokens
     if not stream:
         response = await client.chat.completions.create(**options)
+        if on_first_token is not None:
+            on_first_token()
         choice = response.choices[0]
         calls = [
             ToolCall(c.id or f"call_{next(_ids)}", c.function.name, c.function.arguments or "")
@@ -129,15 +133,18 @@ async def complete(
     response_stream = await client.chat.completions.create(stream=True, **options)
     try:
         async with response_stream:
-            return await _assemble(response_stream)
+            return await _assemble(response_stream, on_first_token)
     except openai.APITimeoutError:
         raise
     except openai.APIConnectionError as exc:
         raise ReplyBrokeOff() from exc
 
 
-async def _assemble(response_stream: AsyncIterator[ChatCompletionChunk]) -> AssistantTurn:
-    """Join a stream's deltas into one turn (yielding to the loop as it goes; see ``YIELD_EVERY``)."""
+async def _assemble(
+    response_stream: AsyncIterator[ChatCompletionChunk], on_first_token: Callable[[], None] | None = None
+) -> AssistantTurn:
+    """Join a stream's deltas into one turn (yielding to the loop as it goes; see ``YIELD_EVERY``);
+    ``on_first_token`` is called at the first delta with text or a tool call."""
     text: list[str] = []
     parts: dict[int, dict[str, Any]] = {}
     finish: str | None = None
@@ -153,6 +160,9 @@ async def _assemble(response_stream: AsyncIterator[ChatCompletionChunk]) -> Assi
         delta = choice.delta
         if delta is None:
             continue
+        if on_first_token is not None and (delta.content or delta.tool_calls):
+            on_first_token()
+            on_first_token = None
         if delta.content:
             text.append(delta.content)
             size += len(delta.content)

@@ -94,6 +94,8 @@ class SpeechCue(msgspec.Struct, frozen=True):
     emotion: str | None
     estimate_s: float
     chunk: int
+    cause: str | None = None
+    """The input its block answers (``Block.cause``): its stages are traced under that id."""
 
 
 class ChunkOutput(msgspec.Struct, frozen=True):
@@ -746,6 +748,7 @@ class Realizer:
                         emotion=voice_winner.emotion,
                         estimate_s=estimate_speech_s(voice_winner.text),
                         chunk=k,
+                        cause=entry.block.cause,
                     )
                 )
                 if self.voice == "estimate":

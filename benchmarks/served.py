@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import sys
 import tempfile
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,9 +27,14 @@ SERVER_PIDS: dict[str, int] = {}
 
 
 @contextlib.asynccontextmanager
-async def served(config_toml: str = "") -> AsyncIterator[str]:
+async def served(
+    config_toml: str = "",
+    env: Mapping[str, str] | None = None,
+    stdout: Callable[[str], None] | None = None,
+) -> AsyncIterator[str]:
     """Start ``onstage serve`` with ``config_toml`` (its ``[server]`` and ``[director]`` tables) on a free
-    port; yield its base URL (``http://127.0.0.1:PORT``); stop it at the end."""
+    port, with ``env`` added to its environment; yield its base URL (``http://127.0.0.1:PORT``); stop it
+    at the end. ``stdout`` is given each line the server prints there (a console span exporter's)."""
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "onstage.toml"
         config.write_text(config_toml)
@@ -42,10 +48,16 @@ async def served(config_toml: str = "") -> AsyncIterator[str]:
             "--port",
             "0",
             stderr=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE if stdout is not None else None,
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
         )
         assert proc.stderr is not None
         drain: asyncio.Task[None] | None = None
+        lines: asyncio.Task[None] | None = None
+        if stdout is not None:
+            assert proc.stdout is not None
+            lines = asyncio.create_task(_lines(proc.stdout, stdout))
         try:
             base = await asyncio.wait_for(_ready(proc.stderr), START_TIMEOUT_S)
             drain = asyncio.create_task(_forward_warnings(proc.stderr))
@@ -62,6 +74,13 @@ async def served(config_toml: str = "") -> AsyncIterator[str]:
                     print("warning: the server did not stop within 15 s; killed", file=sys.stderr)
                     proc.kill()
                     await proc.wait()
+            if lines is not None:
+                await lines  # to the end: what the server printed as it stopped
+
+
+async def _lines(stream: asyncio.StreamReader, take: Callable[[str], None]) -> None:
+    while line := (await stream.readline()).decode(errors="replace"):
+        take(line)
 
 
 async def _ready(stream: asyncio.StreamReader) -> str:

@@ -14,6 +14,8 @@ transcript when one is expected (set it when a transcriber runs). Silence is cou
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 import numpy as np
 
@@ -62,6 +64,7 @@ class TurnDetector:
         self._ended_at = -1.0  # ms: where the speech of the last ended turn stopped
         self._texts: list[str] = []
         self._covered = False  # the last segment has its final transcript
+        self._transcript_ns: int | None = None  # arrival of the turn's last final transcript
 
     @property
     def now_ms(self) -> float:
@@ -83,6 +86,7 @@ class TurnDetector:
             if not self._open:
                 self._open = True
                 self._texts = []
+                self._transcript_ns = None
             self._speaking = True
             self._segment_start = event.audio_ms
             self._covered = False
@@ -94,6 +98,7 @@ class TurnDetector:
             text = event.text.strip()
             if text:
                 self._texts.append(text)
+                self._transcript_ns = event.t_ns
             if event.audio_ms is None or event.audio_ms >= self._segment_start:
                 self._covered = True
             return self._check(exact=False)
@@ -124,7 +129,18 @@ class TurnDetector:
 
     def _end(self, silence: float) -> Event:
         text = " ".join(self._texts) or None
-        event = self._stamp(EndOfTurn, audio_ms=self._speech_end, silence_ms=silence, transcript=text)
+        now_ns = time.monotonic_ns()
+        # The audio up to ``now_ms`` has been heard by now: the speech ended that much audio ago.
+        speech_end_ns = now_ns - round((self.now_ms - self._speech_end) * 1e6)
+        event = self._stamp(
+            EndOfTurn,
+            t_ns=now_ns,
+            audio_ms=self._speech_end,
+            silence_ms=silence,
+            transcript=text,
+            speech_end_ns=speech_end_ns,
+            transcript_ns=self._transcript_ns if text else None,
+        )
         self._open = False
         self._ended_at = self._speech_end
         self._texts = []

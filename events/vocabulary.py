@@ -112,11 +112,18 @@ class Interrupt(Event, frozen=True, kw_only=True, tag="interrupt"):
 
 
 class EndOfTurn(Event, frozen=True, kw_only=True, tag="turn.ended"):
-    """The user has finished a turn: silence for ``silence_ms`` after speech that ended at ``audio_ms``."""
+    """The user has finished a turn: silence for ``silence_ms`` after speech that ended at ``audio_ms``.
+
+    ``speech_end_ns`` is when (monotonic ns) that speech ended, as the audio clock places it against the
+    audio heard when the turn ended (exact when audio arrives in real time); ``transcript_ns`` is when
+    the turn's last final transcript arrived (None without one): a turn's first stages, for tracing.
+    """
 
     audio_ms: float
     silence_ms: float
     transcript: str | None = None
+    speech_end_ns: int | None = None
+    transcript_ns: int | None = None
 
 
 EVENT_TYPES: list[type[Event]] = [

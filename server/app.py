@@ -45,6 +45,7 @@ from server.core.conductor import Conductor
 from server.limits import Limits, TokenBucket
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServerMetrics
+from server.otel import TurnTelemetry
 from server.outbox import Outbox
 from server.sessions import SessionFactory
 
@@ -94,7 +95,9 @@ class OnstageServer:
         limits: Limits | None = None,
         token_secret: str | None = None,
         access: Access | None = None,
+        telemetry: TurnTelemetry | None = None,
     ):
+        """``telemetry`` makes OpenTelemetry spans of the sessions' turns (``server.otel``); None: none."""
         self.factory = factory
         self.limits = limits or Limits()
         self.token_secret = token_secret
@@ -102,6 +105,7 @@ class OnstageServer:
         self.sessions: dict[str, LiveSession] = {}
         self.stats = Stats()
         self.metrics = ServerMetrics(self)
+        self.telemetry = telemetry
         self._server: Server | None = None
         self._gate: HostGate | None = None
         self._opening: collections.Counter[str] = collections.Counter()  # per token: sessions being set up
@@ -312,6 +316,8 @@ class OnstageServer:
         live.conductor.media.observer = self.metrics
         if isinstance(player := live.conductor.player, CharacterVoice):
             player.notify = lambda message: self._tell(live, message)
+        if self.telemetry is not None:
+            self.telemetry.watch(live.conductor.session_id, live.conductor.bus.tracer)
         await live.conductor.start(live.adapter.sink(outbox.put))
         return live
 
@@ -405,6 +411,8 @@ class OnstageServer:
     async def _free(self, live: LiveSession) -> None:
         """Stop a retired session's work and give what it held back to the system (``server.heap``)."""
         await live.conductor.close()
+        if self.telemetry is not None:
+            self.telemetry.end(live.conductor.session_id)
         # In a task of its own: by the time it runs, this frame, which refers to the session, is gone.
         self._background(heap.release_ended())
 

@@ -113,6 +113,7 @@ def _is_loopback(host: str) -> bool:
 async def _serve_until_stopped(config, config_path: Path | None) -> int:
     from agent.director_config import load_config
     from server.app import OnstageServer
+    from server.otel import TurnTelemetry
     from server.sessions import SessionDefaults, SessionFactory
     from streaming_model.backends import open_backend
     from streaming_model.weights import WeightsError
@@ -130,7 +131,8 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         defaults=SessionDefaults(character=config.character, plan=config.plan),
         story_db=config.story_db,
     )
-    server = OnstageServer(factory, config.limits, config.token_secret, config.access)
+    telemetry = TurnTelemetry.from_env()
+    server = OnstageServer(factory, config.limits, config.token_secret, config.access, telemetry)
     await server.start(config.host, config.port)
     print(
         f"onstage: serving on http://{config.host}:{server.port}/ - open that page in a browser",
@@ -143,6 +145,8 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     await stop.wait()
     print("onstage: stopping", file=sys.stderr)
     await server.close()
+    if telemetry is not None:
+        telemetry.shutdown()  # exports the spans still batched
     return 0
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from agent.realizer import Realizer
 from events.bus import EventBus
 from events.stamp import Stamper
+from events.tracing import Tracer
 from events.vocabulary import SpeechStarted, SpeechStopped
 from server import protocol as p
 from server.speech import SpeechPlayer
@@ -77,8 +78,8 @@ class _Planned:
 class CharacterVoice(SpeechPlayer):
     """The session's speech player: the server's own voice and the client's (which sounds over it)."""
 
-    def __init__(self, voice: Voice, realizer: Realizer) -> None:
-        super().__init__(voice, realizer)
+    def __init__(self, voice: Voice, realizer: Realizer, tracer: Tracer | None = None) -> None:
+        super().__init__(voice, realizer, tracer)
         self.notify: Notify = lambda message: None
         self._queue: deque[_Segment] = deque()  # the open or playing segment first
         self._open: _Segment | None = None  # the segment 0x04 frames go to

@@ -221,7 +221,7 @@ class SessionFactory:
             minds=minds,
             bus=bus,
             ears=ears,
-            player=CharacterVoice(self.voice, minds.realizer),
+            player=CharacterVoice(self.voice, minds.realizer, bus.tracer),
             stamper=stamper,
             config=self.conductor,
         )

@@ -6,7 +6,8 @@ sentence by sentence in the background (Piper runs about 20x faster than real ti
 playback), and the mouth of every chunk follows the voice's real loudness envelope.
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
 interruption the words that were actually played (``heard_text``); the realizer publishes them as
-``character.speech`` events, which the Director's memory and the client both read.
+``character.speech`` events, which the Director's memory and the client both read. It traces the cue and
+the first sentence synthesised under the cue's cause (``events.tracing``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agent.realizer import Realizer, SpeechCue
+from events.tracing import SPEECH_CUED, SPEECH_SYNTHESISED, Tracer
 from server.media import MediaClock
 from server.voice import Utterance, Voice
 
@@ -38,9 +40,10 @@ class _Speaking:
 class SpeechPlayer:
     """Plays one voice at a time for one session, on the session's global frame counter."""
 
-    def __init__(self, voice: Voice, realizer: Realizer) -> None:
+    def __init__(self, voice: Voice, realizer: Realizer, tracer: Tracer | None = None) -> None:
         self.voice = voice
         self.realizer = realizer
+        self.tracer = tracer
         self.clock = MediaClock.of(realizer.manifest)
         self.per_frame = self.clock.samples_per_frame(voice.rate)
         self._now: _Speaking | None = None
@@ -48,6 +51,11 @@ class SpeechPlayer:
     @property
     def speaking(self) -> bool:
         return self._now is not None
+
+    @property
+    def cause(self) -> str | None:
+        """The input the voice playing now answers (None when silent or uncaused)."""
+        return self._now.cue.cause if self._now is not None else None
 
     def start(self, cue: SpeechCue, start_frame: int, cue_frame: int | None = None) -> None:
         """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing. ``cue_frame`` is the
@@ -65,6 +73,7 @@ class SpeechPlayer:
             return
         now = _Speaking(cue, start_frame if cue_frame is None else cue_frame, start_frame, None, sentences)
         self._now = now
+        self._trace(cue, SPEECH_CUED)
         now.task = asyncio.create_task(self._synthesize(now))
 
     async def _synthesize(self, now: _Speaking) -> None:
@@ -73,12 +82,18 @@ class SpeechPlayer:
                 part = await self.voice.synthesize_async(now.sentences_left.pop(0))
                 if self._now is not now:
                     return
+                if now.utterance is None:
+                    self._trace(now.cue, SPEECH_SYNTHESISED)
                 now.utterance = part if now.utterance is None else now.utterance.then(part)
                 self._report_audio(now, estimate=bool(now.sentences_left))
                 now.progress.set()
         finally:
             now.done = True
             now.progress.set()
+
+    def _trace(self, cue: SpeechCue, stage: str) -> None:
+        if self.tracer is not None and cue.cause is not None:
+            self.tracer.record(cue.cause, stage)
 
     def _report_audio(self, now: _Speaking, estimate: bool) -> None:
         utterance = now.utterance

@@ -1,5 +1,7 @@
 """Media out: each chunk's frames sent at their presentation times, every frame with its slice of the
-character's audio, and what that shows of the session (frame rate, on-time share, reaction times)."""
+character's audio, and what that shows of the session (frame rate, on-time share, reaction times). It
+traces the first frame reflecting each input (``SENT``) and the first audible sample of the speech
+answering one (``AUDIO_SENT``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from events.tracing import Tracer
+from events.tracing import AUDIO_SENT, SENT, Tracer
 from server.core.chunk import ReadyChunk
 from server.core.outputs import AudioOut, Figures, Observer, Output, VideoOut
 from server.core.schedule import ChunkSchedule
@@ -59,8 +61,11 @@ class MediaOut:
                 await self.schedule.clock.sleep_until(self.schedule.frame_at(frame))
                 self.last_frame = frame
                 pts = media.pts_ms(frame)
+                cause = self.player.cause  # before the slice: the last one ends the speech
                 audio = self.player.slice(frame)
                 await self._out(AudioOut(pts_ms=pts, pcm=pcm16(audio), samples=audio.size))
+                if cause is not None and audio.any():
+                    self.tracer.record(cause, AUDIO_SENT)
                 reflects = chunk.reflects if i == 0 else ()
                 video = VideoOut(
                     chunk=chunk.index,
@@ -101,8 +106,8 @@ class MediaOut:
         """The reflecting frame went out: the end of each reflected input's reaction."""
         now_ns = time.monotonic_ns()
         for event_id in reflects:
-            self.tracer.record(event_id, "sent", now_ns)
-            latency = self.tracer.latency_ms(event_id, "sent")
+            self.tracer.record(event_id, SENT, now_ns)
+            latency = self.tracer.latency_ms(event_id, SENT)
             if latency is not None:
                 self.reactions_ms.append(latency)
                 if self.observer is not None:

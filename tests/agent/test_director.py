@@ -12,6 +12,16 @@ from agent.progress import BlockDropped, CharacterSpeech, DirectorError, Directo
 from agent.realizer import ChunkOutput, Realizer
 from events.bus import EventBus
 from events.stamp import Stamper
+from events.tracing import (
+    DIRECTOR_DONE,
+    DIRECTOR_RUN,
+    LLM_DONE,
+    LLM_FIRST_TOKEN,
+    LLM_REQUEST,
+    SPEECH_END,
+    TRANSCRIBED,
+    TURN_ENDED,
+)
 from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SpeechStarted, TextInput, Transcript
 from tests.agent.frames import probe
 from tests.agent.stage import LIMIT_S, MANIFEST, Stage, make_stage
@@ -60,6 +70,19 @@ async def test_a_transcript_that_comes_after_its_turn_ended_still_reaches_the_di
     await stage.bus.publish(stage.stamp(Transcript, text="Where is the window?", final=True, audio_ms=1500.0))
     await stage.settle()
     assert stage.llm.requests[0]["messages"][-1]["content"] == 'The user said: "Where is the window?"'
+
+
+async def test_a_late_transcript_carries_its_turns_trace_into_the_run_it_starts(stage: Stage) -> None:
+    stage.llm.enqueue(Reply(text=""))
+    turn = stage.stamp(EndOfTurn, audio_ms=1500.0, silence_ms=700.0, speech_end_ns=12_345)
+    await stage.bus.publish(turn)
+    words = stage.stamp(Transcript, text="Where is the window?", final=True, audio_ms=1500.0)
+    await stage.bus.publish(words)
+    await stage.settle()
+    traced = stage.bus.tracer.stages(words.id)
+    assert traced[SPEECH_END] == 12_345 and traced[TURN_ENDED] == turn.t_ns
+    assert traced[TRANSCRIBED] == words.t_ns
+    assert traced[DIRECTOR_RUN] <= traced[LLM_REQUEST] <= traced[LLM_DONE] <= traced[DIRECTOR_DONE]
 
 
 async def test_the_tool_loop_runs_until_the_llm_stops_calling_tools(stage: Stage) -> None:
@@ -268,6 +291,22 @@ async def test_inputs_a_story_rewind_leaves_unanswered_are_told_they_will_not_sh
         await stage.director.restore(before)
         told = [e for e in stage.seen(InputUnshown) if e.cause == typed.id]
         assert [e.reason for e in told] == ["stale"] and not llm.requests
+    finally:
+        await stage.director.stop()
+
+
+async def test_a_spoken_turn_skips_the_debounce_and_its_run_is_traced_under_it(llm: LLMServer) -> None:
+    # A debounce far longer than the wait: only a turn that skips it is answered in time.
+    stage = make_stage(llm, debounce_s=60.0)
+    try:
+        llm.enqueue(Reply(tool_calls=[Call("say", {"text": "Hi."})]), Reply(text=""))
+        turn = await stage.say("Hello?")
+        async with asyncio.timeout(LIMIT_S):
+            await llm.wait_for_requests(2)
+        await stage.settle()
+        traced = stage.bus.tracer.stages(turn.id)
+        order = [TURN_ENDED, DIRECTOR_RUN, LLM_REQUEST, LLM_FIRST_TOKEN, LLM_DONE, DIRECTOR_DONE]
+        assert [traced[s] for s in order] == sorted(traced[s] for s in order)
     finally:
         await stage.director.stop()
 
