@@ -97,12 +97,15 @@ class CharacterVoice(SpeechPlayer):
         self._cut = None
         self._queue.append(self._open)
 
-    def end(self) -> None:
-        """``voice.end``: the open segment has all its audio."""
+    def end(self) -> str | None:
+        """``voice.end``: the open segment has all its audio; its id (or the id of the one an interrupt cut),
+        None when no segment was open."""
+        closed = self._cut
         if self._open is not None:
             self._open.ended = True
-            self._open = None
+            closed, self._open = self._open.id, None
         self._cut = None
+        return closed
 
     def feed(self, frame: bytes) -> None:
         """One binary kind 0x04 frame; ``ProtocolError`` when it cannot be taken."""
@@ -239,8 +242,10 @@ async def handle(
             voice.begin(segment)
             return [p.InputAccepted(event_id=segment, kind="voice", ref=msg.ref)]
         case p.VoiceEnd():
-            voice.end()
-            return []
+            # Answered like every input: which segment it closed, or why there was none.
+            if (closed := voice.end()) is None:
+                raise p.ProtocolError(p.ErrorCode.BAD_FIELD, "voice.end: no voice segment is open", msg.ref)
+            return [p.InputAccepted(event_id=closed, kind="voice", ref=msg.ref)]
         case p.InputSpeech(state=state):
             event = voice.user_speech(stamper, state)
             await bus.publish(event)

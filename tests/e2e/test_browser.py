@@ -8,7 +8,6 @@ A screenshot goes to ``/tmp/onstage-browser.png`` for a human look.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 from scipy.io import wavfile
 
 from events.hearing import Hearing
@@ -43,7 +43,12 @@ def chunks_sent(origin: str) -> int:
     """Chunks the server's one session has sent so far (its ``/metrics``)."""
     with urllib.request.urlopen(f"{origin}/metrics", timeout=10) as response:
         text = response.read().decode()
-    (count,) = re.findall(r"^onstage_session_chunks_sent_total\{[^}]*\} (\d+)$", text, re.M)
+    (count,) = (
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "onstage_session_chunks_sent_total"
+    )
     return int(count)
 
 

@@ -50,10 +50,15 @@ def scene(speech) -> tuple[np.ndarray, dict[str, list[float]]]:
 
 
 def summary(events: list[Event]) -> list[tuple]:
-    """What each event says, without its id, session and arrival time."""
-    skip = ("id", "session", "t_ns")
+    """What each event says, without its id, session and the wall-clock times it carries (``t_ns``, a
+    turn's ``speech_end_ns``: when it was heard, not what)."""
+    skip = ("id", "session")
     return [
-        (type(e).__name__, *(getattr(e, k) for k in e.__struct_fields__ if k not in skip)) for e in events
+        (
+            type(e).__name__,
+            *(getattr(e, k) for k in e.__struct_fields__ if k not in skip and not k.endswith("_ns")),
+        )
+        for e in events
     ]
 
 
