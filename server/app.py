@@ -1,10 +1,12 @@
 """The WebSocket server: one port for the session endpoint, the browser page, health and metrics.
 
-Routes: ``/v1/session`` (WebSocket, PROTOCOL.md), ``/`` and ``/static/*`` (the browser page),
-``/healthz`` (JSON), ``/metrics`` (Prometheus text). Every request must name this server in ``Host`` and,
-if it carries an ``Origin``, come from this server's page (``server.access``): else HTTP 403. With a token
-secret configured, ``/v1/session`` and ``/metrics`` need a valid token (HTTP 401 before any session
-exists), and one token holds at most ``Access.sessions_per_token`` live sessions at once.
+Routes: ``/v1/session`` (WebSocket, PROTOCOL.md), ``/v1/rtc`` (WebRTC signalling: ``server.webrtc``),
+``/`` and ``/static/*`` (the browser page), ``/healthz`` (JSON), ``/metrics`` (Prometheus text). Every
+request must name this server in ``Host`` and, if it carries an ``Origin``, come from this server's page
+(``server.access``): else HTTP 403. With a token secret configured, ``/v1/session``, ``/v1/rtc`` and
+``/metrics`` need a valid token (HTTP 401 before any session exists), and one token holds at most
+``Access.sessions_per_token`` live sessions at once. A client on either transport is served by the same
+loop (``serve_client``) over a ``server.connection.Connection``.
 
 Sessions outlive their connection for ``resume_grace_s``: the client may come back with
 ``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk. A session
@@ -19,13 +21,14 @@ import asyncio
 import collections
 import contextlib
 import http
+import importlib.util
 import logging
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterable, Awaitable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -41,6 +44,7 @@ from server.access import Access, HostGate
 from server.adapter import ProtocolAdapter
 from server.auth import check_token
 from server.client_voice import CharacterVoice
+from server.connection import Connection
 from server.core.conductor import Conductor
 from server.limits import Limits, TokenBucket
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -48,6 +52,10 @@ from server.metrics import ServerMetrics
 from server.otel import TurnTelemetry
 from server.outbox import Outbox
 from server.sessions import SessionFactory
+from server.webrtc.settings import RtcSettings
+
+if TYPE_CHECKING:
+    from server.webrtc.endpoint import RtcEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +71,9 @@ class LiveSession:
     resume_token: str
     adapter: ProtocolAdapter = field(init=False)
     """The session's protocol: client messages into the conductor, its outputs into frames."""
-    outbox: Outbox | None = None
-    """The connection it streams to; None while it waits for its client to resume."""
+    outbox: Connection | None = None
+    """The connection it streams to (a WebSocket's outbox, a WebRTC peer); None while it waits for its
+    client to resume."""
     expires: asyncio.TimerHandle | None = None
     left_at: float = 0.0  # when its client went away (the longest waiting is ended first)
     dropped_before: int = 0  # media its earlier connections dropped
@@ -96,6 +105,7 @@ class OnstageServer:
         token_secret: str | None = None,
         access: Access | None = None,
         telemetry: TurnTelemetry | None = None,
+        rtc: RtcSettings | None = None,
     ):
         """``telemetry`` makes OpenTelemetry spans of the sessions' turns (``server.otel``); None: none."""
         self.factory = factory
@@ -111,6 +121,9 @@ class OnstageServer:
         self._opening: collections.Counter[str] = collections.Counter()  # per token: sessions being set up
         self._admitting = 0  # new sessions being built: they hold a live slot already
         self._closing: set[asyncio.Task[None]] = set()
+        self.rtc_settings = rtc or RtcSettings()
+        self.rtc: RtcEndpoint | None = None
+        """WebRTC signalling (``server.webrtc``), when enabled and aiortc is installed."""
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> Server:
         """Listen on ``host:port`` (port 0 picks a free one)."""
@@ -126,6 +139,10 @@ class OnstageServer:
         )
         self._gate = HostGate(self.access, host, server.sockets[0].getsockname()[1])
         self._server = server
+        if self.rtc_settings.enabled and importlib.util.find_spec("aiortc") is not None:
+            from server.webrtc.endpoint import RtcEndpoint
+
+            self.rtc = RtcEndpoint(self.serve_client, self.rtc_settings, self.limits, self.factory.voice.rate)
         return server
 
     @property
@@ -137,6 +154,8 @@ class OnstageServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        if self.rtc is not None:
+            await self.rtc.close()
         for session in list(self.sessions.values()):
             await self._end(session)
         if self._closing:
@@ -152,16 +171,20 @@ class OnstageServer:
 
     # ------------------------------------------------------------------------------ HTTP
 
-    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+    def _process_request(
+        self, conn: ServerConnection, request: Request
+    ) -> Response | Awaitable[Response] | None:
         assert self._gate is not None
         refusal = self._gate.refusal(request.headers)
         if refusal is not None:
             return _response(http.HTTPStatus.FORBIDDEN, f"forbidden: {refusal}\n".encode())
         url = urlsplit(request.path)
-        if url.path in ("/v1/session", "/metrics") and not self._token_ok(request):
+        if url.path in ("/v1/session", "/v1/rtc", "/metrics") and not self._token_ok(request):
             return _response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
         if url.path == "/v1/session":
             return None
+        if url.path == "/v1/rtc":
+            return self._rtc_answer(url.query, request)
         if url.path == "/healthz":
             body = msgspec.json.encode({"status": "ok", "sessions": len(self.sessions)})
             return _response(http.HTTPStatus.OK, body, "application/json")
@@ -174,6 +197,17 @@ class OnstageServer:
                 http.HTTPStatus.OK, path.read_bytes(), CONTENT_TYPES.get(path.suffix, "text/plain")
             )
         return _response(http.HTTPStatus.NOT_FOUND, b"not found\n")
+
+    async def _rtc_answer(self, query: str, request: Request) -> Response:
+        """``GET /v1/rtc?offer=``: a WebRTC peer for this client (``server.webrtc.endpoint``)."""
+        if self.rtc is None:
+            return _response(
+                http.HTTPStatus.NOT_IMPLEMENTED,
+                b"this server does not offer WebRTC; use the WebSocket at /v1/session\n",
+            )
+        token = _client_token(request) if self.token_secret is not None else None
+        status, body, content_type = await self.rtc.answer(query, token)
+        return _response(status, body, content_type)
 
     def _token_ok(self, request: Request) -> bool:
         return self.token_secret is None or check_token(self.token_secret, _client_token(request))
@@ -197,22 +231,43 @@ class OnstageServer:
             backlog_s=self.limits.media_backlog_s,
         )
         outbox.start()
+        token = _client_token(ws.request) if self.token_secret is not None and ws.request else None
+        try:
+            await self.serve_client(outbox, ws, token)
+        except ConnectionClosed:
+            pass
+        except Exception:
+            log.exception("connection handler failed")
+            with contextlib.suppress(Exception):
+                error = p.Error(code=p.ErrorCode.INTERNAL, message="internal error", fatal=True)
+                await ws.send(p.encode_server(error))
+        finally:
+            await outbox.close()
+            # Let what is queued go out (an error before a close) without waiting on a dead peer.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 1.0)
+
+    async def serve_client(
+        self, conn: Connection, incoming: AsyncIterable[str | bytes], token: str | None
+    ) -> None:
+        """One client, whatever its transport: protocol frames from ``incoming`` (text is a JSON message,
+        bytes an audio-in frame) until it ends or a fatal error; answers and the session's outputs go to
+        ``conn``. Its session, if it started one, then waits for a resume."""
         messages = TokenBucket(self.limits.messages_per_s, self.limits.message_burst)
         audio = TokenBucket(self.limits.audio_realtime_factor, self.limits.audio_burst_s)
         session: LiveSession | None = None
-        token = _client_token(ws.request) if self.token_secret is not None and ws.request else None
         try:
-            async for data in ws:
+            async for data in incoming:
                 try:
                     if isinstance(data, str):
                         if not messages.take():
                             raise p.ProtocolError(p.ErrorCode.RATE_LIMITED, "too many messages; slow down")
                         msg = p.decode_client_text(data)
                         if session is None:
-                            session = await self._start_with(token, msg, outbox)
+                            session = await self._start_with(token, msg, conn)
                             continue
                         for answer in await session.adapter.handle(msg):
-                            await outbox.put(p.encode_server(answer), droppable=False)
+                            await conn.put(p.encode_server(answer), droppable=False)
                     else:
                         if session is None:
                             raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "send session.start first")
@@ -227,29 +282,18 @@ class OnstageServer:
                         await session.conductor.audio(pcm)
                 except p.ProtocolError as exc:
                     self.stats.errors_total += 1
-                    await outbox.put(p.encode_server(p.error_message(exc)), droppable=False)
+                    await conn.put(p.encode_server(p.error_message(exc)), droppable=False)
                     if exc.fatal:
                         break
                 except BadInput as exc:
                     self.stats.errors_total += 1
                     error = p.Error(code=p.ErrorCode.BAD_FIELD, message=str(exc), fatal=False)
-                    await outbox.put(p.encode_server(error), droppable=False)
-        except ConnectionClosed:
-            pass
-        except Exception:
-            log.exception("connection handler failed")
-            with contextlib.suppress(Exception):
-                error = p.Error(code=p.ErrorCode.INTERNAL, message="internal error", fatal=True)
-                await ws.send(p.encode_server(error))
+                    await conn.put(p.encode_server(error), droppable=False)
         finally:
-            if session is not None and session.outbox is outbox and not session.closed:
+            if session is not None and session.outbox is conn and not session.closed:
                 self._detach(session)
-            await outbox.close()
-            # Let what is queued go out (an error before a close) without waiting on a dead peer.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), 1.0)
 
-    async def _start_with(self, token: str | None, msg: p.ClientMessage, outbox: Outbox) -> LiveSession:
+    async def _start_with(self, token: str | None, msg: p.ClientMessage, outbox: Connection) -> LiveSession:
         """``_start`` for a client with ``token``: a new session only while the token holds fewer than
         ``sessions_per_token`` (sessions still being set up count, so two at once cannot both slip in)."""
         bound = token if isinstance(msg, p.SessionStart) and msg.resume is None else None
@@ -275,7 +319,7 @@ class OnstageServer:
                 if not self._opening[bound]:
                     del self._opening[bound]
 
-    async def _start(self, msg: p.ClientMessage, outbox: Outbox) -> LiveSession:
+    async def _start(self, msg: p.ClientMessage, outbox: Connection) -> LiveSession:
         if not isinstance(msg, p.SessionStart):
             raise p.ProtocolError(p.ErrorCode.NOT_STARTED, "the first message must be session.start", msg.ref)
         if msg.resume is not None:
@@ -303,7 +347,7 @@ class OnstageServer:
             )
 
     async def _go_live(
-        self, live: LiveSession, started: p.SessionStarted, ref: str | None, outbox: Outbox
+        self, live: LiveSession, started: p.SessionStarted, ref: str | None, outbox: Connection
     ) -> LiveSession:
         self.sessions[live.conductor.session_id] = live
         live.outbox = outbox  # before any await: from here it holds its live slot
@@ -318,7 +362,7 @@ class OnstageServer:
             player.notify = lambda message: self._tell(live, message)
         if self.telemetry is not None:
             self.telemetry.watch(live.conductor.session_id, live.conductor.bus.tracer)
-        await live.conductor.start(live.adapter.sink(outbox.put))
+        await live.conductor.start(outbox.sink(live.adapter))
         return live
 
     def _tell(self, live: LiveSession, message: p.ServerMessage) -> None:
@@ -333,9 +377,9 @@ class OnstageServer:
         if outbox is not None:
             await outbox.put(p.encode_server(error), droppable=False)
             await outbox.close()
-            await outbox.ws.close(1011, "session failed")
+            await outbox.hang_up(1011, "session failed")
 
-    async def _resume(self, msg: p.SessionStart, outbox: Outbox) -> LiveSession:
+    async def _resume(self, msg: p.SessionStart, outbox: Connection) -> LiveSession:
         assert msg.resume is not None
         live = self.sessions.get(msg.resume.session_id)
         if live is None:
@@ -370,14 +414,14 @@ class OnstageServer:
         previous, live.outbox = live.outbox, outbox
         if previous is not None and previous is not outbox:
             live.dropped_before += previous.dropped
-            await previous.ws.close(1000, "resumed elsewhere")
+            await previous.hang_up(1000, "resumed elsewhere")
         started = msgspec.structs.replace(
             self.factory.started_message(live.conductor.session_id),
             resume_token=live.resume_token,
             ref=msg.ref,
         )
         await outbox.put(p.encode_server(started), droppable=False)
-        live.conductor.attach(live.adapter.sink(outbox.put))
+        live.conductor.attach(outbox.sink(live.adapter))
         return live
 
     def _detach(self, live: LiveSession) -> None:

@@ -95,7 +95,18 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
         allowed_origins=(*config.access.allowed_origins, *args.allowed_origin),
         sessions_per_token=args.sessions_per_token or config.access.sessions_per_token,
     )
+    if args.ice_address or args.no_webrtc:
+        changes["rtc"] = msgspec.structs.replace(
+            config.rtc,
+            ice_addresses=(*config.rtc.ice_addresses, *args.ice_address),
+            enabled=config.rtc.enabled and not args.no_webrtc,
+        )
     config = msgspec.structs.replace(config, **changes)
+    for address in config.rtc.ice_addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ValueError(f"ICE address {address!r} is not an IP address") from None
     if config.backend not in BACKENDS:
         raise ValueError(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
     if config.token_secret is None and not _is_loopback(config.host):
@@ -132,7 +143,9 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         story_db=config.story_db,
     )
     telemetry = TurnTelemetry.from_env()
-    server = OnstageServer(factory, config.limits, config.token_secret, config.access, telemetry)
+    server = OnstageServer(
+        factory, config.limits, config.token_secret, config.access, telemetry=telemetry, rtc=config.rtc
+    )
     await server.start(config.host, config.port)
     print(
         f"onstage: serving on http://{config.host}:{server.port}/ - open that page in a browser",
@@ -283,6 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="an option of the backend, e.g. fps=16, chunk_frames=12, width=160, height=96 for world"
         " (repeatable)",
     )
+    serve.add_argument(
+        "--ice-address",
+        action="append",
+        default=[],
+        metavar="IP",
+        help="offer WebRTC ICE candidates on this address only, e.g. 127.0.0.1 for browsers on this machine"
+        " (repeatable; default: every interface but loopback)",
+    )
+    serve.add_argument("--no-webrtc", action="store_true", help="serve the WebSocket only (no /v1/rtc)")
     serve.set_defaults(run=_serve)
 
     render = sub.add_parser("render", help="render a short scripted sequence of actions to a video file")

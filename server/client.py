@@ -66,54 +66,26 @@ class Received:
         return np.array([rms.get(f.header["pts_ms"], 0.0) for f in chosen])
 
 
-class SessionClient:
-    """One connection to ``ws://host:port/v1/session``; use as an async context manager."""
+class ReceivingClient:
+    """What every client of the protocol keeps: what arrived, and waits on it (``send`` is the transport's)."""
 
-    def __init__(self, url: str, token: str | None = None) -> None:
-        self.url = url
-        self.token = token
-        self.ws: ClientConnection | None = None
-        self.received = Received()
+    def __init__(self, received: Received | None = None) -> None:
+        self.received = received if received is not None else Received()
         self.started: dict[str, Any] | None = None
-        self._reader: asyncio.Task[None] | None = None
         self._waiters: list[tuple[Any, asyncio.Future[dict[str, Any]]]] = []
         self._frame_waiters: list[tuple[Any, asyncio.Future[VideoFrame]]] = []
 
-    async def __aenter__(self) -> SessionClient:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        self.ws = await websockets.connect(
-            self.url, additional_headers=headers, max_size=2**22, compression=None
-        )
-        self._reader = asyncio.create_task(self._read())
-        return self
+    async def send(self, message: dict[str, Any]) -> float:
+        """Send a JSON message; returns the local time it was sent."""
+        raise NotImplementedError
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    def _got_message(self, t: float, message: dict[str, Any]) -> None:
+        self.received.messages.append((t, message))
+        self._resolve(self._waiters, message)
 
-    async def close(self) -> None:
-        if self.ws is not None:
-            await self.ws.close()
-        if self._reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-
-    async def _read(self) -> None:
-        assert self.ws is not None
-        with contextlib.suppress(websockets.ConnectionClosed):
-            async for data in self.ws:
-                now = time.monotonic()
-                if isinstance(data, str):
-                    message = json.loads(data)
-                    self.received.messages.append((now, message))
-                    self._resolve(self._waiters, message)
-                    continue
-                kind, header, payload = decode_media(data)
-                if kind is Kind.VIDEO:
-                    frame = VideoFrame(header, payload, now)
-                    self.received.video.append(frame)
-                    self._resolve(self._frame_waiters, frame)
-                elif kind is Kind.AUDIO_OUT:
-                    self.received.audio.append(AudioFrame(header, payload, now))
+    def _got_frame(self, frame: VideoFrame) -> None:
+        self.received.video.append(frame)
+        self._resolve(self._frame_waiters, frame)
 
     @staticmethod
     def _resolve(waiters: list, item: Any) -> None:
@@ -122,19 +94,6 @@ class SessionClient:
             if not future.done() and predicate(item):
                 future.set_result(item)
                 waiters.remove(entry)
-
-    async def send(self, message: dict[str, Any]) -> float:
-        """Send a JSON message; returns the local time it was sent."""
-        assert self.ws is not None
-        t = time.monotonic()
-        await self.ws.send(json.dumps(message))
-        return t
-
-    async def send_audio(self, pcm: bytes) -> float:
-        assert self.ws is not None
-        t = time.monotonic()
-        await self.ws.send(b"\x01" + pcm)
-        return t
 
     async def wait_for(self, predicate, timeout: float = 10.0, since: int = 0) -> dict[str, Any]:
         """The first message (received as the ``since``-th or later, or coming) that ``predicate`` holds for."""
@@ -168,3 +127,59 @@ class SessionClient:
             raise RuntimeError(f"session.start refused: {answer}")
         self.started = answer
         return answer
+
+
+class SessionClient(ReceivingClient):
+    """One connection to ``ws://host:port/v1/session``; use as an async context manager."""
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        super().__init__()
+        self.url = url
+        self.token = token
+        self.ws: ClientConnection | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> SessionClient:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        self.ws = await websockets.connect(
+            self.url, additional_headers=headers, max_size=2**22, compression=None
+        )
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    async def _read(self) -> None:
+        assert self.ws is not None
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for data in self.ws:
+                now = time.monotonic()
+                if isinstance(data, str):
+                    self._got_message(now, json.loads(data))
+                    continue
+                kind, header, payload = decode_media(data)
+                if kind is Kind.VIDEO:
+                    self._got_frame(VideoFrame(header, payload, now))
+                elif kind is Kind.AUDIO_OUT:
+                    self.received.audio.append(AudioFrame(header, payload, now))
+
+    async def send(self, message: dict[str, Any]) -> float:
+        """Send a JSON message; returns the local time it was sent."""
+        assert self.ws is not None
+        t = time.monotonic()
+        await self.ws.send(json.dumps(message))
+        return t
+
+    async def send_audio(self, pcm: bytes) -> float:
+        assert self.ws is not None
+        t = time.monotonic()
+        await self.ws.send(b"\x01" + pcm)
+        return t

@@ -9,6 +9,7 @@ import msgspec
 
 from server.access import Access
 from server.limits import Limits
+from server.webrtc.settings import RtcSettings
 
 
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -29,6 +30,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     limits: Limits = msgspec.field(default_factory=Limits)
     access: Access = msgspec.field(default_factory=Access)
     """Host names and page origins accepted beyond loopback's, and live sessions per token."""
+    rtc: RtcSettings = msgspec.field(default_factory=RtcSettings)
+    """The WebRTC transport beside the WebSocket (``server.webrtc``)."""
 
 
 class ConfigFileError(ValueError):

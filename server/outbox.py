@@ -18,7 +18,9 @@ from collections import deque
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from server.adapter import ProtocolAdapter
 from server.backlog import Backlog, frame_bytes
+from server.core.outputs import Sink
 
 
 class Outbox:
@@ -106,6 +108,14 @@ class Outbox:
             self.dropped += len(batch) - len(kept)
             batch = kept
         return batch
+
+    def sink(self, adapter: ProtocolAdapter) -> Sink:
+        """A session's outputs as protocol frames, media and all, into this WebSocket."""
+        return adapter.sink(self.put)
+
+    async def hang_up(self, code: int, reason: str) -> None:
+        """Close the WebSocket with ``code``."""
+        await self.ws.close(code, reason)
 
     async def close(self, flush_s: float = 1.0) -> None:
         """Stop sending; control messages already queued (a fatal error, say) get ``flush_s`` to go out."""

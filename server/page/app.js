@@ -1,6 +1,9 @@
-// The onstage browser client: protocol v1 over one WebSocket.
-// Video and voice are played by their presentation time behind a small jitter buffer; the microphone is
-// captured with an AudioWorklet and sent as PCM16 at 16 kHz.
+// The onstage browser client: protocol v1 over WebRTC when it can (rtc.js), else over one WebSocket.
+// Over the WebSocket, video and voice are played by their presentation time behind a small jitter buffer
+// and the microphone is captured with an AudioWorklet and sent as PCM16 at 16 kHz. Over WebRTC the browser
+// plays the tracks (in sync) and each frame it shows is drawn onto the same canvas.
+// ?transport=ws or ?transport=rtc uses that one only.
+import { connectRtc, VideoClock } from "/static/rtc.js";
 
 const JITTER_MS = 120; // played this long after the first frame arrived, so small network gaps do not show
 const $ = (id) => document.getElementById(id);
@@ -12,13 +15,15 @@ const log = (text) => {
 };
 
 const state = {
-  ws: null, audio: null, started: null, outRate: 24000, playStart: null, framesDrawn: 0,
-  mic: null, lastAudioEnd: 0,
+  ws: null, rtc: null, transport: null, audio: null, started: null, outRate: 24000, playStart: null,
+  framesDrawn: 0, mic: null, lastAudioEnd: 0,
+  videoClock: new VideoClock(), reflecting: [], // chunks whose reflects the page logs when it shows them
 };
 window.onstage = state; // for tests and the curious
 
 function send(message) {
-  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
+  if (state.rtc) state.rtc.send(message);
+  else if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
 }
 
 function setLive(live) {
@@ -79,6 +84,12 @@ function onAudio(header, payload) {
 
 function onMessage(message) {
   switch (message.type) {
+    case "video.chunk": // WebRTC: what the chunk's first frame header would say
+      if (message.reflects.length) state.reflecting.push(message);
+      break;
+    case "rtc.video_clock":
+      state.videoClock.set(message);
+      break;
     case "session.started":
       state.started = message;
       state.outRate = message.audio_out_rate;
@@ -147,11 +158,78 @@ function renderStory(story) {
   box.append(beat, choices, form, history);
 }
 
+function startMessage(params) {
+  const start = { type: "session.start" };
+  for (const key of ["character", "plan", "story", "director"]) if (params.get(key)) start[key] = params.get(key);
+  if (params.get("seed")) start.seed = Number(params.get("seed"));
+  return start;
+}
+
+function disconnected() {
+  state.ws = null;
+  state.rtc = null;
+  state.mic = null;
+  setLive(false);
+  $("mic").textContent = "Microphone on";
+  if ($("status").dataset.state !== "error") { $("status").textContent = "not connected"; $("status").dataset.state = "idle"; }
+  log("disconnected");
+}
+
 async function connect() {
   if (state.ws) { state.ws.close(); return; }
+  if (state.rtc) { state.rtc.close(); return; }
   state.audio = state.audio || new AudioContext();
   await state.audio.resume();
   const params = new URLSearchParams(location.search);
+  const transport = params.get("transport");
+  if (transport !== "ws" && window.RTCPeerConnection) {
+    try {
+      await connectOverRtc(params);
+      return;
+    } catch (err) {
+      log(`WebRTC: ${err.message}`);
+      if (transport === "rtc") { $("status").textContent = "WebRTC failed"; $("status").dataset.state = "error"; return; }
+      log("using the WebSocket instead");
+    }
+  }
+  connectOverWs(params);
+}
+
+async function connectOverRtc(params) {
+  const video = $("remote");
+  state.videoClock = new VideoClock();
+  state.reflecting = [];
+  state.rtc = await connectRtc({ token: params.get("token"), video, onMessage, onClose: disconnected });
+  state.transport = "rtc";
+  $("screen").hidden = true;
+  video.hidden = false;
+  video.requestVideoFrameCallback(onRtcFrame);
+  log("connected over WebRTC");
+  send(startMessage(params));
+  if (params.get("mic") === "1") startMic();
+}
+
+// Each frame the video element shows: drawn onto the canvas (the page's one picture, for tests and
+// screenshots), counted, and the reflects of its chunk logged when it is the chunk's first frame shown.
+function onRtcFrame(now, frame) {
+  const video = $("remote");
+  if (!state.rtc) return;
+  const canvas = $("screen");
+  if (canvas.width !== frame.width || canvas.height !== frame.height) sizeScreen(frame);
+  canvas.getContext("2d").drawImage(video, 0, 0, canvas.width, canvas.height);
+  state.framesDrawn += 1;
+  $("frames").textContent = state.framesDrawn;
+  const pts = state.videoClock.ptsMs(frame.rtpTimestamp);
+  if (pts !== null) {
+    const halfFrame = 500 / (state.started ? state.started.fps : 24);
+    const shown = state.reflecting.filter((chunk) => chunk.pts_ms <= pts + halfFrame);
+    state.reflecting = state.reflecting.filter((chunk) => chunk.pts_ms > pts + halfFrame);
+    for (const chunk of shown) log(`chunk ${chunk.chunk} reflects ${chunk.reflects.join(", ")}`);
+  }
+  video.requestVideoFrameCallback(onRtcFrame);
+}
+
+function connectOverWs(params) {
   const token = params.get("token");
   const url = new URL("/v1/session", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
@@ -159,12 +237,12 @@ async function connect() {
   const ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
   state.ws = ws;
+  state.transport = "ws";
   state.playStart = null;
+  $("screen").hidden = false;
+  $("remote").hidden = true;
   ws.onopen = () => {
-    const start = { type: "session.start" };
-    for (const key of ["character", "plan", "story", "director"]) if (params.get(key)) start[key] = params.get(key);
-    if (params.get("seed")) start.seed = Number(params.get("seed"));
-    send(start);
+    send(startMessage(params));
     if (params.get("mic") === "1") startMic();
   };
   ws.onmessage = (e) => {
@@ -173,17 +251,20 @@ async function connect() {
     if (kind === 2) onVideo(header, payload);
     else if (kind === 3) onAudio(header, payload);
   };
-  ws.onclose = () => {
-    state.ws = null;
-    setLive(false);
-    if ($("status").dataset.state !== "error") { $("status").textContent = "not connected"; $("status").dataset.state = "idle"; }
-    log("disconnected");
-  };
+  ws.onclose = disconnected;
 }
 
 async function startMic() {
   if (state.mic) { state.mic.disconnect(); state.mic = null; $("mic").textContent = "Microphone on"; return; }
   const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true } });
+  if (state.rtc) {
+    const track = stream.getAudioTracks()[0];
+    await state.rtc.setMic(track);
+    state.mic = { disconnect: () => { state.rtc && state.rtc.setMic(null); track.stop(); } };
+    $("mic").textContent = "Microphone off";
+    log("microphone on (WebRTC track)");
+    return;
+  }
   await state.audio.audioWorklet.addModule("/static/mic-worklet.js");
   const source = state.audio.createMediaStreamSource(stream);
   const node = new AudioWorkletNode(state.audio, "pcm16-at-16k");

@@ -20,8 +20,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import websockets
+from prometheus_client.parser import text_string_to_metric_families
+from scipy.io import wavfile
 from websockets.asyncio.client import ClientConnection
+
+from server import demo_audio
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = (
@@ -38,6 +43,14 @@ FLAGS = (
     "--use-fake-device-for-media-stream",
     # The page's AudioContext is its media clock; without a click Chromium may keep it suspended.
     "--autoplay-policy=no-user-gesture-required",
+)
+
+
+WEBRTC_FLAGS = (
+    # ICE on loopback only (the tests run in a network namespace that holds nothing else): Chromium
+    # leaves 127.0.0.1 out of its candidates unless told, and would hide its addresses behind mDNS names.
+    "--allow-loopback-in-peer-connection",
+    "--disable-features=WebRtcHideLocalIpsWithMdns",
 )
 
 
@@ -125,18 +138,24 @@ class Page:
 
 @contextlib.asynccontextmanager
 async def chromium(
-    url: str, microphone: Path, start_timeout: float = 20.0, before_page: str | None = None
+    url: str,
+    microphone: Path,
+    start_timeout: float = 20.0,
+    before_page: str | None = None,
+    flags: tuple[str, ...] = (),
 ) -> AsyncIterator[Page]:
     """Headless Chromium showing ``url`` with ``microphone`` (a 16-bit WAV) as the microphone.
 
     The page's DevTools domains are enabled before it navigates, so nothing it throws goes unseen.
     ``before_page``: JavaScript run in the page before any of its own scripts (to watch what they do).
+    ``flags``: more command-line flags (``WEBRTC_FLAGS`` for a call over WebRTC on loopback).
     Chromium's own log goes to ``chrome_debug.log`` in its throwaway profile and is quoted if it dies.
     """
     profile = Path(tempfile.mkdtemp(prefix="onstage-chromium-"))
     process = await asyncio.create_subprocess_exec(
         str(CHROMIUM),
         *FLAGS,
+        *flags,
         f"--user-data-dir={profile}",
         "--enable-logging",
         f"--use-file-for-fake-audio-capture={microphone}",
@@ -193,6 +212,26 @@ def _tail(path: Path, chars: int = 2000) -> str:
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.load(response)
+
+
+def chunks_sent(origin: str) -> int:
+    """Chunks the server's one session has sent so far (its ``/metrics``; blocking: call in a thread)."""
+    with urllib.request.urlopen(f"{origin}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    (count,) = (
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "onstage_session_chunks_sent_total"
+    )
+    return int(count)
+
+
+def microphone_wav(path: Path) -> Path:
+    """Speech, knocks, speech, claps (server.demo_audio), as the 16-bit 16 kHz WAV Chromium plays in a loop."""
+    pcm = np.clip(demo_audio.demo_recording(), -1.0, 1.0 - 1 / 32768) * 32768.0
+    wavfile.write(path, demo_audio.RATE, pcm.astype("<i2"))
+    return path
 
 
 LOG = "[...document.querySelectorAll('#log li')].map(li => li.textContent).reverse()"

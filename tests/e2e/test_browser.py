@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
-from scipy.io import wavfile
 
 from events.hearing import Hearing
-from server import demo_audio
 from server.app import OnstageServer
 from server.limits import Limits
 from server.sessions import SessionFactory
 from streaming_model.tiny import TinyBackend
-from tests.e2e.browser import CHROMIUM, Page, chromium, event_ids, reflected, wait_for_log
+from tests.e2e.browser import (
+    CHROMIUM,
+    Page,
+    chromium,
+    chunks_sent,
+    event_ids,
+    microphone_wav,
+    reflected,
+    wait_for_log,
+)
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -39,26 +44,6 @@ CHUNK_FRAMES = 4
 """Frames per chunk of the default model, which this page's server runs."""
 
 
-def chunks_sent(origin: str) -> int:
-    """Chunks the server's one session has sent so far (its ``/metrics``)."""
-    with urllib.request.urlopen(f"{origin}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    (count,) = (
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "onstage_session_chunks_sent_total"
-    )
-    return int(count)
-
-
-def microphone_wav(path: Path) -> Path:
-    """Speech, knocks, speech, claps (server.demo_audio), as the 16-bit 16 kHz WAV Chromium plays in a loop."""
-    pcm = np.clip(demo_audio.demo_recording(), -1.0, 1.0 - 1 / 32768) * 32768.0
-    wavfile.write(path, demo_audio.RATE, pcm.astype("<i2"))
-    return path
-
-
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def page(tmp_path_factory: pytest.TempPathFactory):
     factory = SessionFactory(TinyBackend.load(), hearing=Hearing())
@@ -66,7 +51,9 @@ async def page(tmp_path_factory: pytest.TempPathFactory):
     await server.start("127.0.0.1", 0)
     wav = microphone_wav(tmp_path_factory.mktemp("mic") / "speech-and-knocks.wav")
     try:
-        async with chromium(f"http://127.0.0.1:{server.port}/?autostart=1&mic=1&seed=7", wav) as page:
+        async with chromium(
+            f"http://127.0.0.1:{server.port}/?autostart=1&mic=1&seed=7&transport=ws", wav
+        ) as page:
             yield page
     finally:
         # Bounded: a session whose tasks swallow their cancellation would otherwise hang the whole run.

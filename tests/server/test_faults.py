@@ -14,6 +14,7 @@ from server.app import OnstageServer
 from server.backlog import kernel_send_queue
 from server.client import SessionClient
 from server.limits import Limits
+from server.outbox import Outbox
 from tests.support.serving import serving, until
 from tests.support.slow_client import SlowClient
 
@@ -85,7 +86,7 @@ async def test_a_connection_that_stops_reading_holds_bounded_memory_and_leaves_o
             await stalled.send({"type": "session.start", "seed": 5})
             await until(lambda: len(srv.sessions) == 2)
             (live,) = [s for s in srv.sessions.values() if s.outbox is not bystander_outbox(srv, bystander)]
-            assert live.outbox is not None
+            assert isinstance(live.outbox, Outbox)  # a WebSocket client's connection
             transport = live.outbox.ws.transport
             before, chunks_before = live.outbox.dropped, live.conductor.chunks_sent
             await streams_on(bystander, 18)  # 3 s of the call: 144 media frames for the stalled client
