@@ -134,12 +134,15 @@ async def test_timed_inputs_go_out_with_the_audio_frame_at_their_time(url: str) 
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_call_can_be_saved_as_an_animated_webp(url: str, tmp_path: Path) -> None:
+async def test_a_call_can_be_saved_as_an_animated_webp(url: str, tmp_path: Path, capsys) -> None:
     out = tmp_path / "call.webp"
     assert (
         await talk(client_args("--url", url, "--gesture", "0.2:wave", "--tail", "1.0", "--out", str(out)))
         == 0
     )
+    # The animation holds the call's frames, however many came (a loaded machine sends fewer in the same
+    # time); frames that repeat the one before may be merged into it by the encoder.
+    received = report_count(capsys.readouterr().out, r"frames received: (\d+) of")
     with Image.open(out) as image:
         assert isinstance(image, WebPImagePlugin.WebPImageFile)
-        assert image.is_animated and image.n_frames >= 20 and image.size == (128, 128)
+        assert image.is_animated and 2 <= image.n_frames <= received and image.size == (128, 128)
