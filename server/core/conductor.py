@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -182,7 +183,8 @@ class Conductor:
         return self.media.chunks_on_time
 
     @property
-    def chunk_times(self) -> Any:
+    def chunk_times(self) -> deque[float]:
+        """Seconds each recent chunk took (the schedule's record)."""
         return self.schedule.chunk_times
 
     # ------------------------------------------------------------------------------ lifecycle
