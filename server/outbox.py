@@ -2,10 +2,13 @@
 the client keeps up, so a slow client sees the call at most about a second late, never minutes, and the
 server never holds unbounded memory or waits for it.
 
-Media (video and audio frames) is dropped, and counted, when it is older than ``max_age_s`` by the time
-it could be written, or when the client would receive it more than ``backlog_s`` after it is written
-(behind its backlog: ``server.backlog``, the transport's buffer and the kernel's send queue). Control
-messages are never dropped; a client so far behind that ``control_messages`` of them wait is closed.
+Media (video and audio frames, the binary ones) keeps its order on a lane of its own. It is dropped, and
+counted, when it is older than ``max_age_s`` by the time it could be written, or when the client would
+receive it more than ``backlog_s`` after it is written (behind its backlog: ``server.backlog``, the
+transport's buffer and the kernel's send queue), unless it was put as not droppable: a video frame whose
+``reflects`` names an input is that input's outcome (docs/protocol.md, Outcomes), so it always goes out,
+in its place. Control messages are never dropped; a client so far behind that ``control_messages`` of
+them wait is closed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from typing import NamedTuple
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -21,6 +25,12 @@ from websockets.exceptions import ConnectionClosed
 from server.adapter import ProtocolAdapter
 from server.backlog import Backlog, frame_bytes
 from server.core.outputs import Sink
+
+
+class _Media(NamedTuple):
+    queued: float  # when it was put
+    data: bytes
+    keep: bool  # never dropped (it answers an input)
 
 
 class Outbox:
@@ -37,8 +47,8 @@ class Outbox:
     ) -> None:
         self.ws = ws
         self.dropped = 0
-        self._media: deque[tuple[float, bytes | str]] = deque()  # (when it was queued, frame)
-        self._control: deque[bytes | str] = deque()
+        self._media: deque[_Media] = deque()
+        self._control: deque[str] = deque()
         self._media_max = media_frames
         self._control_max = control_messages
         self._max_age_s = max_age_s
@@ -54,16 +64,16 @@ class Outbox:
         self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def put(self, data: bytes | str, droppable: bool) -> None:
-        """Queue a frame. Media beyond ``media_frames`` pending pushes out the oldest media frame."""
+        """Queue a frame: binary frames are media, text frames control. Media beyond ``media_frames``
+        pending pushes out the oldest droppable media frame."""
         if self.closed:
             if droppable:
                 self.dropped += 1
             return
-        if droppable:
+        if isinstance(data, bytes):
             if len(self._media) >= self._media_max:
-                self._media.popleft()
-                self.dropped += 1
-            self._media.append((time.monotonic(), data))
+                self._push_out_oldest()
+            self._media.append(_Media(time.monotonic(), data, keep=not droppable))
         else:
             if len(self._control) >= self._control_max:
                 # A client this far behind on control messages is gone in all but name.
@@ -89,25 +99,31 @@ class Outbox:
         except ConnectionClosed:
             self.closed = True
 
-    def _media_in_time(self) -> list[bytes | str]:
+    def _push_out_oldest(self) -> None:
+        oldest = next((m for m in self._media if not m.keep), None)
+        if oldest is not None:
+            self._media.remove(oldest)
+            self.dropped += 1
+
+    def _media_in_time(self) -> list[bytes]:
         """Take the media queued (the frames due together, or more after a slow write) and keep what
         reaches the client in time: not older than ``max_age_s``, and all of it within ``backlog_s``
         behind what is pending at the rate the client takes bytes when it is behind (a client that has
         not been behind lately gets it all). A client that cannot take even that gets, once it has taken
         everything, the newest frame of each kind: it sees the call in steps rather than late. The rest
-        is dropped."""
+        is dropped, but for the frames put as not droppable."""
         now = time.monotonic()
-        batch = [data for queued, data in self._media if now - queued <= self._max_age_s]
+        batch = [m for m in self._media if m.keep or now - m.queued <= self._max_age_s]
         self.dropped += len(self._media) - len(batch)
         self._media.clear()
         pending, rate = self._backlog.measure()
-        size = sum(frame_bytes(data) for data in batch)
+        size = sum(frame_bytes(m.data) for m in batch)
         if rate is not None and (rate <= 0 or (pending + size) / rate > self._backlog_s):
-            newest = {data[0]: data for data in batch} if pending == 0 else {}
-            kept = [data for data in batch if newest.get(data[0]) is data]
+            newest = {m.data[0]: m for m in batch} if pending == 0 else {}
+            kept = [m for m in batch if m.keep or newest.get(m.data[0]) is m]
             self.dropped += len(batch) - len(kept)
             batch = kept
-        return batch
+        return [m.data for m in batch]
 
     def sink(self, adapter: ProtocolAdapter) -> Sink:
         """A session's outputs as protocol frames, media and all, into this WebSocket."""

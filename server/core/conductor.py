@@ -65,7 +65,7 @@ from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
 from server.core.media_out import MediaOut
 from server.core.notices import Notices
-from server.core.outputs import Figures, Output, Sink, StoryMoved, droppable
+from server.core.outputs import AudioOut, Figures, Output, Sink, StoryMoved, VideoOut
 from server.core.schedule import ChunkSchedule, Clock
 from server.media import MediaClock, encode_jpeg
 from server.speech import SpeechPlayer
@@ -552,7 +552,7 @@ class Conductor:
     async def _out(self, item: Output) -> None:
         sink = self._sink
         if sink is None:
-            if droppable(item):
+            if isinstance(item, (VideoOut, AudioOut)):  # media with no client to take it: dropped, counted
                 self.frames_dropped += 1
             return
         await sink(item)

@@ -1,7 +1,8 @@
 """What a session says to its client, before any wire format: media, notices and figures.
 
 A transport turns these into its own messages (``server.adapter`` for the WebSocket protocol). Media
-(``VideoOut``, ``AudioOut``) may be dropped for a client that cannot keep up; everything else may not.
+(``VideoOut``, ``AudioOut``) may be dropped for a client that cannot keep up, but for the frames that
+answer inputs; everything else may not.
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ Sink = Callable[[Output], Awaitable[None]]
 
 
 def droppable(item: Output) -> bool:
-    """Whether ``item`` is media, which a client that cannot keep up may lose."""
-    return isinstance(item, (VideoOut, AudioOut))
+    """Whether a client that cannot keep up may lose ``item``: media, but for a video frame whose
+    ``reflects`` names inputs (it is their outcome: every accepted input gets one)."""
+    if isinstance(item, VideoOut):
+        return not item.reflects
+    return isinstance(item, AudioOut)
 
 
 class Observer(Protocol):

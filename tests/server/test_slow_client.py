@@ -5,13 +5,14 @@ the server's media clock, and what could not reach it in time was dropped and co
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import urllib.request
 
 import pytest
 
 from server.app import OnstageServer
-from tests.support.slow_client import SlowClient
+from tests.support.slow_client import Arrival, SlowClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -52,3 +53,32 @@ async def test_a_slow_reader_gets_its_pongs_and_frames_about_a_second_late_at_mo
     assert video[-1].header["pts_ms"] / 1000 > PINGS - 2  # frames came all along, not only at the start
     # A 9 KiB/s reader cannot take 48 frames a second: most were dropped, and counted.
     assert dropped > len(video)
+
+
+def answers(arrival: Arrival, event_id: str) -> bool:
+    """Whether ``arrival`` is ``event_id``'s outcome: a frame reflecting it, or an ``input.outcome``."""
+    if arrival.message is not None:
+        return arrival.message.get("type") == "input.outcome" and arrival.message["event_id"] == event_id
+    return event_id in arrival.header.get("reflects", ())
+
+
+async def test_a_slow_reader_still_gets_the_frame_that_answers_each_of_its_inputs(
+    server: OnstageServer, url: str
+) -> None:
+    # Most media cannot reach a 9 KiB/s reader, but a frame whose reflects names an input is that
+    # input's outcome: it is never dropped (before the fix the answer was lost as often as not).
+    async with SlowClient(url, rate=RATE) as client:
+        await client.send({"type": "session.start", "seed": 8, "director": "none"})
+        _, started = await client.wait_for(lambda m: m.get("type") in ("session.started", "error"), 30)
+        assert started["type"] == "session.started"
+        events = []
+        for i, gesture in enumerate(("wave", "thumbs_up", "wave", "nod")):
+            await asyncio.sleep(1.5)
+            await client.send({"type": "input.gesture", "gesture": gesture, "ref": f"g{i}"})
+            _, accepted = await client.wait_for(lambda m, i=i: m.get("ref") == f"g{i}", 30)
+            assert accepted["type"] == "input.accepted", accepted
+            events.append(accepted["event_id"])
+        for event_id in events:
+            await client.wait_arrival(functools.partial(answers, event_id=event_id), 30)
+        dropped = await asyncio.to_thread(dropped_of, server, started["session_id"])
+    assert dropped > len(client.video())  # it really was too slow for most of the call

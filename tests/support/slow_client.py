@@ -18,6 +18,7 @@ import contextlib
 import json
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,13 +100,19 @@ class SlowClient:
 
     async def wait_for(self, predicate, timeout: float) -> tuple[float, dict[str, Any]]:
         """The first text message (received or coming) that ``predicate`` holds for, with its time."""
+        found = await self.wait_arrival(lambda a: a.message is not None and predicate(a.message), timeout)
+        assert found.message is not None
+        return found.t, found.message
 
-        async def find() -> tuple[float, dict[str, Any]]:
+    async def wait_arrival(self, predicate: Callable[[Arrival], bool], timeout: float) -> Arrival:
+        """The first arrival, text or media, (received or coming) that ``predicate`` holds for."""
+
+        async def find() -> Arrival:
             while True:
                 self._changed.clear()
-                for t, message in self.messages():
-                    if predicate(message):
-                        return t, message
+                for arrival in self.arrivals:
+                    if predicate(arrival):
+                        return arrival
                 await self._changed.wait()
 
         return await asyncio.wait_for(find(), timeout)
