@@ -108,6 +108,9 @@ async def test_the_voice_arrives_on_the_audio_track_and_an_interrupt_silences_it
         await client.start(seed=3, plan=plan, director="script")
         await client.wait_type("character.speech", timeout=20, state="started")
         await until(lambda: rms(voice_between(client, time.monotonic() - 0.3, time.monotonic())) > 0.02)
+        # A second and more of the voice played before the cut: its first words were heard whole.
+        sounding = time.monotonic()
+        await until(lambda: bool(voice_between(client, sounding + 1.2, float("inf"))))
         await client.send({"type": "response.interrupt", "ref": "stop"})
         accepted = await client.wait_type("input.accepted", ref="stop")
         assert accepted["kind"] == "interrupt"
