@@ -98,8 +98,9 @@ async def chunk_frames(client: SessionClient, gen_chunk: int, after_media: int =
         seen = [(f.header["chunk"], f.header["frame"], f.header["gen_chunk"]) for f in client.received.video]
         errors = [m for _, m in client.received.messages if m.get("type") == "error"]
         raise AssertionError(
-            f"generator chunk {gen_chunk} after media chunk {after_media} is not all there: the last frames "
-            f"(chunk, frame, gen_chunk) {seen[-12:]} of {len(seen)}, errors {errors}"
+            f"generator chunk {gen_chunk} after media chunk {after_media} is not all there: the frames "
+            f"(chunk, frame, gen_chunk) {seen[:24]} ... {seen[-12:]} of {len(seen)}, the messages "
+            f"{[m for _, m in client.received.messages if m.get('type') != 'figures'][-20:]}, errors {errors}"
         ) from None
     return [f.jpeg for f in client.received.video if f.header["chunk"] == media]
 
@@ -134,7 +135,11 @@ async def test_a_server_killed_mid_stream_comes_back_on_its_story_database(tmp_p
 
         # A rewind to the same checkpoint in the revived server gives the same chunks again.
         media = client.received.video[-1].header["chunk"]
-        await client.send({"type": "story.rewind", "checkpoint": porch["checkpoint"]})
+        since = len(client.received.messages)
+        await client.send({"type": "story.rewind", "checkpoint": porch["checkpoint"], "ref": "back"})
+        assert (await client.wait_type("input.accepted", CHUNK_WAIT_S, ref="back"))["kind"] == "story"
+        again = await client.wait_for(lambda m: m.get("type") == "story.state", CHUNK_WAIT_S, since)
+        assert (again["node"], again["checkpoint"]) == ("porch", porch["checkpoint"])
         rewound = [await chunk_frames(client, chunk + 1, media), await chunk_frames(client, chunk + 2, media)]
 
     assert resumed == rewound  # byte for byte: the runtime is deterministic
