@@ -29,6 +29,7 @@ from events.turn import TurnConfig
 from server import protocol as p
 from server.client_voice import CharacterVoice
 from server.core.conductor import Conductor, ConductorConfig
+from server.core.schedule import Clock
 from server.revival import SessionRecords
 from server.voice import Voice
 from streaming_model.backend import Backend
@@ -64,6 +65,7 @@ class SessionFactory:
         conductor: ConductorConfig | None = None,
         ears: EarsConfig | None = None,
         story_db: str = ":memory:",
+        clock: Clock | None = None,
     ) -> None:
         self.backend = backend
         self.voice = voice or Voice()
@@ -75,6 +77,8 @@ class SessionFactory:
         self.ears = ears or EarsConfig(turn=TurnConfig(transcript_wait_ms=800.0))
         self.manifest = backend.manifest.vocabulary
         self.story_db = story_db
+        self.clock = clock
+        """The clock sessions run on (None: the event loop's); tests run sessions in virtual time."""
         self._store: CheckpointStore | None = None
         self._session_records: SessionRecords | None = None
         # Loaded up front: a model loading mid-session would stall that session's first reply.
@@ -224,5 +228,6 @@ class SessionFactory:
             player=CharacterVoice(self.voice, minds.realizer, bus.tracer),
             stamper=stamper,
             config=self.conductor,
+            clock=self.clock,
         )
         return conductor, tools

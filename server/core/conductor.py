@@ -385,12 +385,7 @@ class Conductor:
     async def _replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
         """Hold a generated chunk until ``hand_at``; an urgent event that changes its decision while a
         regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
-        assert self._urgent is not None
-        while (left := hand_at - self.schedule.now()) > 0:
-            try:
-                event = await asyncio.wait_for(self._urgent.get(), left)
-            except TimeoutError:
-                break
+        while (event := await self._urgent_until(hand_at)) is not None:
             redo = await self._redecide(event, chunk, regenerate=self.replaces)
             if redo is None:
                 continue
@@ -401,6 +396,26 @@ class Conductor:
             if not done:
                 break
         return chunk
+
+    async def _urgent_until(self, t: float) -> Event | None:
+        """The next urgent event, or None once the session's clock reaches ``t``."""
+        assert self._urgent is not None
+        if self.schedule.now() >= t:
+            return None
+        due = asyncio.Event()
+        timer = self.schedule.clock.call_at(t, due.set)
+        event = asyncio.ensure_future(self._urgent.get())
+        timeout = asyncio.ensure_future(due.wait())
+        try:
+            await asyncio.wait({event, timeout}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            for waiter in (event, timeout):
+                if not waiter.done():
+                    waiter.cancel()
+            # wait() rather than awaiting them: a CancelledError of theirs must not swallow ours.
+            await asyncio.wait({event, timeout})
+        return event.result() if not event.cancelled() else None
 
     async def _replace(self, chunk: ReadyChunk, redo: Redecision) -> tuple[ReadyChunk, bool]:
         """Regenerate a generated, unsent chunk under ``redo`` if that is still ready in time: (the chunk to

@@ -7,50 +7,16 @@ everything from the session's manifest.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 import pytest
 
 from events.vocabulary import Gesture
 from server import protocol as p
 from server.core.conductor import Conductor, Refused
-from server.core.outputs import AudioOut, Output, Unshown, VideoOut
+from server.core.outputs import AudioOut, Unshown, VideoOut
 from server.sessions import SessionFactory
-from streaming_model.world_backend import WorldBackend, WorldOptions
+from tests.support.outputs import Script
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-WAIT_S = 30.0
-
-
-class Script:
-    """The session's outputs as they come, and a wait for the first that a test names."""
-
-    def __init__(self) -> None:
-        self.outputs: list[Output] = []
-        self._changed = asyncio.Event()
-
-    async def __call__(self, item: Output) -> None:
-        self.outputs.append(item)
-        self._changed.set()
-
-    async def first(self, predicate: Callable[[Output], bool]) -> Output:
-        async def find() -> Output:
-            while True:
-                self._changed.clear()
-                for item in self.outputs:
-                    if predicate(item):
-                        return item
-                await self._changed.wait()
-
-        return await asyncio.wait_for(find(), WAIT_S)
-
-
-@pytest.fixture(scope="module")
-def world_factory(factory: SessionFactory) -> SessionFactory:
-    backend = WorldBackend(WorldOptions(fps=16, chunk_frames=12, width=160, height=96))
-    return SessionFactory(backend, factory.voice, factory.hearing)
 
 
 async def session(world_factory: SessionFactory, script: Script) -> Conductor:
