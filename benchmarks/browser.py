@@ -243,8 +243,11 @@ async def talking(p: Page, started: dict[str, Any]) -> Talk:
     """The page's pictures and voice over one speech of about ten seconds."""
     plan = {"name": "talk", "timeline": [{"at_s": 0.3, "behaviors": [{"kind": "speech", "text": TALK}]}]}
     await p.evaluate("window.__bench.recording = true")
+    said = await p.evaluate("window.__bench.speech.length")  # the greeting's and any answer's so far
     await p.evaluate(f"window.__bench.fire({json.dumps({'type': 'plan.run', 'plan': plan})})")
-    await p.wait_until("window.__bench.speech.some(([, state]) => state === 'ended')", timeout=90)
+    await p.wait_until(
+        f"window.__bench.speech.slice({said}).some(([, state]) => state !== 'started')", timeout=90
+    )
     await asyncio.sleep(1.0)  # the voice's tail, as the page plays it
     await p.evaluate("window.__bench.recording = false")
     times, pictures = [], []
@@ -254,10 +257,11 @@ async def talking(p: Page, started: dict[str, Any]) -> Talk:
             pictures.append(np.frombuffer(base64.b64decode(data), np.uint8))
     audio = np.asarray(await p.evaluate("window.__bench.audio"), dtype=np.float64).reshape(-1, 3)
     rgb = np.stack(pictures).reshape(-1, started["height"], started["width"], 4)[..., :3]
-    slices = None
+    slices: tuple[int, int] | None = None
     if await p.evaluate("window.onstage.transport") == "ws":
-        slices = tuple(await p.evaluate("[window.__bench.played, window.__bench.slices]"))
-    return Talk(np.asarray(times), rgb, audio, slices)  # type: ignore[arg-type]
+        played, given = await p.evaluate("[window.__bench.played, window.__bench.slices]")
+        slices = (int(played), int(given))
+    return Talk(np.asarray(times), rgb, audio, slices)
 
 
 def offset(talk: Talk, fps: int) -> str:
@@ -321,7 +325,8 @@ async def main(args: argparse.Namespace) -> None:
             if errors:
                 print(f"(the page threw over {NAMES[transport]}: {errors[:3]})")
     print(
-        f"## Reaction as headless Chromium shows it (seed {args.seed}, {args.rounds} per kind and transport)\n"
+        f"## Reaction as headless Chromium shows it ({args.backend} backend, seed {args.seed}, "
+        f"{args.rounds} per kind and transport)\n"
     )
     print("\n".join(table(results)) + "\n")
     print("## Audio-to-mouth offset as headless Chromium plays it (+ = mouth late)\n")
