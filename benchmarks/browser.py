@@ -1,7 +1,8 @@
 """Reaction latency and the audio-to-mouth offset as headless Chromium plays them, over the page's WebRTC
-path and its WebSocket path, in one run against one ``onstage serve`` (its own process, the default model).
+path and its WebSocket path, in one run against one ``onstage serve`` (its own process).
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/browser.py              # 6 inputs per kind and transport
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/browser.py                  # the default model, 6 per kind
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/browser.py --backend world  # a server that keeps up
     PYTHONPATH=$PWD .venv/bin/python benchmarks/browser.py --rounds 12
 
 The server and Chromium run in a network namespace that holds only loopback (``tests.support.netns``; ICE on
@@ -21,7 +22,8 @@ WebRTC the voice track as an AudioWorklet on the page's AudioContext receives it
 buffer and its audio/video sync), both placed on the performance clock by
 ``AudioContext.getOutputTimestamp`` (so the output latency is in). The offset is the shift of the voice,
 in 5 ms steps within 300 ms either way, that best correlates its loudness over each frame's display time
-with the mouth.
+with the mouth. The WebSocket page drops a voice slice that arrives after its play time (a server behind
+its clock): how many it played of those it got is shown beside its offset.
 """
 
 from __future__ import annotations
