@@ -21,7 +21,7 @@ what the page plays when: over the WebSocket each audio slice it schedules on it
 WebRTC the voice track as an AudioWorklet on the page's AudioContext receives it (after Chromium's jitter
 buffer and its audio/video sync), both placed on the performance clock by
 ``AudioContext.getOutputTimestamp`` (so the output latency is in). The offset is the shift of the voice,
-in 5 ms steps within 300 ms either way, that best correlates its loudness over each frame's display time
+in 5 ms steps within 500 ms either way (a best shift at that edge is not taken), that best correlates its loudness over each frame's display time
 with the mouth. The WebSocket page drops a voice slice that arrives after its play time (a server behind
 its clock): how many it played of those it got is shown beside its offset.
 """
@@ -63,7 +63,7 @@ ice_addresses = ["127.0.0.1"]
 """
 KINDS = ("gesture", "text")
 STEP_MS = 5.0
-MAX_SHIFT_MS = 300.0
+MAX_SHIFT_MS = 500.0
 WATCH = r"""
 (() => {
   const bench = (window.__bench = { lines: [], frames: [], audio: [], speech: [], recording: false });
@@ -291,6 +291,8 @@ def offset(talk: Talk, fps: int) -> str:
     if np.all(np.isnan(rs)):
         return f"not measured: the voice or the mouth is flat ({len(times)} frames drawn{played})"
     best = int(np.nanargmax(rs))
+    if best in (0, shifts.size - 1):
+        return f"not measured: the best shift is at the edge of the search (r = {rs[best]:.2f}{played})"
     if rs[best] < MIN_CORRELATION:
         return f"not measured: the mouth does not follow the voice (best r = {rs[best]:.2f}{played})"
     return f"{-shifts[best]:+.0f} ms (r = {rs[best]:.2f}; {len(times)} frames drawn{played})"
