@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from served import served, session_url
 from server import demo_audio
 from server.client import Received, SessionClient, VideoFrame
 from server.client_cli import FRAME_S, FRAME_SAMPLES, percentiles
+from server.core.lipsync import MAX_LAG_FRAMES, MIN_CORRELATION, best_lag
 from server.media import MediaClock
 
 KINDS = ("speech", "clap", "knock", "gesture", "text")
@@ -316,34 +318,26 @@ def timing(received: Received, clock: MediaClock) -> list[str]:
     ]
 
 
-MIN_CORRELATION = 0.3
-"""Below this the voice does not visibly drive the mouth, and a best lag would be noise."""
-
-
-def voice_mouth_offset(received: Received, identity: int, fps: int, max_lag: int = 6) -> str:
+def voice_mouth_offset(received: Received, identity: int, fps: int, max_lag: int = MAX_LAG_FRAMES) -> str:
     """The lag (ms) that best lines the voice's loudness up with the mouth's openness; + = mouth late.
 
     Loudness is the RMS of each frame's audio slice; openness is what ``streaming_model.probes`` reads
-    from the frame's pixels. Lags up to ``max_lag`` frames either way are tried.
+    from the frame's pixels. Lags up to ``max_lag`` frames either way are tried (``server.core.lipsync``,
+    which the server's own figure uses on the mouth envelope it generated each frame with).
     """
     from streaming_model.probes import measure
 
     voice = received.voice_loudness()
     mouth = np.nan_to_num(measure(received.pictures(), identity).mouth)
-    if voice.std() == 0 or mouth.std() == 0:
+    best, r = best_lag(voice, mouth, max_lag)
+    if math.isnan(r):
         return "not measured: the character did not speak, or its mouth never moved"
-
-    def r_at(lag: int) -> float:
-        n = voice.size - abs(lag)
-        return float(np.corrcoef(voice[max(0, -lag) :][:n], mouth[max(0, lag) :][:n])[0, 1])
-
-    best = max(range(-max_lag, max_lag + 1), key=r_at)
-    if r_at(best) < MIN_CORRELATION:
+    if r < MIN_CORRELATION:
         return (
-            f"not measured: the mouth does not follow the voice (best correlation r = {r_at(best):.2f}, "
+            f"not measured: the mouth does not follow the voice (best correlation r = {r:.2f}, "
             f"at {best * 1000 / fps:+.0f} ms)"
         )
-    return f"{best * 1000 / fps:+.0f} ms (correlation r = {r_at(best):.2f} at that lag)"
+    return f"{best * 1000 / fps:+.0f} ms (correlation r = {r:.2f} at that lag)"
 
 
 async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str) -> None:

@@ -79,8 +79,9 @@ class Tracer:
         """Call ``sink(event_id, stage, t_ns)`` on every record (for logs or metrics)."""
         self._sinks.append(sink)
 
-    def record(self, event_id: str, stage: str, t_ns: int | None = None) -> None:
-        """Note that ``stage`` handled ``event_id`` now (or at ``t_ns``); the first record of a stage wins."""
+    def record(self, event_id: str, stage: str, t_ns: int | None = None) -> bool:
+        """Note that ``stage`` handled ``event_id`` now (or at ``t_ns``); the first record of a stage wins
+        (whether this was it is returned)."""
         t = time.monotonic_ns() if t_ns is None else t_ns
         stages = self._stages.get(event_id)
         if stages is None:
@@ -89,10 +90,11 @@ class Tracer:
                 evicted, _ = self._stages.popitem(last=False)
                 self._kinds.pop(evicted, None)
         if stage in stages:
-            return
+            return False
         stages[stage] = t
         for sink in self._sinks:
             sink(event_id, stage, t)
+        return True
 
     def record_event(self, event: Event) -> None:
         """Record an event's arrival (its own ``t_ns``) and its publication (now); for an ``EndOfTurn``,

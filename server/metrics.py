@@ -1,6 +1,7 @@
 """The server's Prometheus metrics, with prometheus-client: histograms across sessions (reaction time to
-the first reflecting frame by input kind, chunk time), the on-time count, gauges for sessions and
-capacity, the server's counters, and the per-session series docs/protocol.md names.
+the first reflecting frame by input kind, chunk time, audio-to-mouth offset, voice-to-voice latency), the
+on-time count, gauges for sessions and capacity, the server's counters, and the per-session series
+docs/protocol.md names.
 
 One registry per server (several servers in one process, as in tests, do not share series).
 """
@@ -26,6 +27,10 @@ REACTION_BUCKETS = (0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75,
 """Seconds: around the reaction goals (110 ms p50, 190 ms p99 for gestures; 300 ms for speech)."""
 CHUNK_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.35, 0.5, 1.0)
 """Seconds: around a chunk's length (167 ms for the tiny model, 750 ms for the world at 16 fps)."""
+OFFSET_BUCKETS = (-0.3, -0.2, -0.1, -0.06, -0.02, 0.02, 0.06, 0.1, 0.2, 0.3)
+"""Seconds, + = mouth late: (-0.02, 0.02] is in step; a frame is 42 ms at 24 fps, 63 ms at 16."""
+VOICE_TO_VOICE_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 20.0)
+"""Seconds: around a spoken turn's answer (under a second is a good voice agent, several an LLM's reply)."""
 
 
 class ServerMetrics:
@@ -51,6 +56,20 @@ class ServerMetrics:
             "Chunks ready by their send time (against onstage_chunk_seconds_count: the on-time share).",
             registry=self.registry,
         )
+        self.offsets = Histogram(
+            "onstage_audio_mouth_offset_seconds",
+            "Over two-second stretches of the character's speech sent, the lag that lines the mouth each "
+            "frame was generated with up with the loudness of the audio sent with it (+ = mouth late).",
+            buckets=OFFSET_BUCKETS,
+            registry=self.registry,
+        )
+        self.voice_to_voice_latency = Histogram(
+            "onstage_voice_to_voice_seconds",
+            "Time from the end of the user's speech to the first audible sample of the character's answer "
+            "sent.",
+            buckets=VOICE_TO_VOICE_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_ServerCollector(server))
 
     def reaction(self, kind: str, seconds: float) -> None:
@@ -60,6 +79,12 @@ class ServerMetrics:
         self.chunks.observe(seconds)
         if on_time:
             self.chunks_on_time.inc()
+
+    def voice_to_voice(self, seconds: float) -> None:
+        self.voice_to_voice_latency.observe(seconds)
+
+    def lip_sync(self, offset_s: float) -> None:
+        self.offsets.observe(offset_s)
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""

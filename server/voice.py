@@ -69,9 +69,15 @@ class Utterance:
         n = -(-self.samples.size // per)
         padded = np.zeros(n * per, dtype=np.float32)
         padded[: self.samples.size] = self.samples
-        rms = np.sqrt(np.mean(padded.reshape(n, per) ** 2, axis=1) + 1e-12)
-        db = 20.0 * np.log10(rms)
-        return np.clip((db - floor_db) / (ceil_db - floor_db), 0.0, 1.0).astype(np.float32)
+        return loudness(padded.reshape(n, per), floor_db, ceil_db)
+
+
+def loudness(frames: np.ndarray, floor_db: float = -45.0, ceil_db: float = -12.0) -> np.ndarray:
+    """Loudness in [0, 1] of each row of ``frames`` (one video frame's samples a row): the RMS in dB mapped
+    linearly from ``floor_db`` to ``ceil_db``. The mouth envelope is made of this (``frame_envelope``)."""
+    rms = np.sqrt(np.mean(np.asarray(frames, dtype=np.float32) ** 2, axis=-1) + 1e-12)
+    db = 20.0 * np.log10(rms)
+    return np.clip((db - floor_db) / (ceil_db - floor_db), 0.0, 1.0).astype(np.float32)
 
 
 @functools.cache

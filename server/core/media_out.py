@@ -1,7 +1,7 @@
 """Media out: each chunk's frames sent at their presentation times, every frame with its slice of the
-character's audio, and what that shows of the session (frame rate, on-time share, reaction times). It
-traces the first frame reflecting each input (``SENT``) and the first audible sample of the speech
-answering one (``AUDIO_SENT``)."""
+character's audio, and what that shows of the session (frame rate, on-time share, reaction times, the
+audio-to-mouth offset, voice-to-voice latency). It traces the first frame reflecting each input (``SENT``)
+and the first audible sample of the speech answering one (``AUDIO_SENT``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from events.tracing import AUDIO_SENT, SENT, Tracer
+from events.tracing import AUDIO_SENT, SENT, SPEECH_END, Tracer
 from server.core.chunk import ReadyChunk
+from server.core.lipsync import LipSync
 from server.core.outputs import AudioOut, Figures, Observer, Output, VideoOut
 from server.core.schedule import ChunkSchedule
 from server.media import pcm16
 from server.speech import SpeechPlayer
+from server.voice import loudness
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class MediaOut:
         self.chunks_on_time = 0
         self.reactions_ms: deque[float] = deque(maxlen=500)
         self._sent_times: deque[float] = deque(maxlen=240)
+        self.lip_sync = LipSync(schedule.media.fps)
         self.observer: Observer | None = None
 
     async def run(self) -> None:
@@ -64,8 +67,9 @@ class MediaOut:
                 cause = self.player.cause  # before the slice: the last one ends the speech
                 audio = self.player.slice(frame)
                 await self._out(AudioOut(pts_ms=pts, pcm=pcm16(audio), samples=audio.size))
-                if cause is not None and audio.any():
-                    self.tracer.record(cause, AUDIO_SENT)
+                if cause is not None and audio.any() and self.tracer.record(cause, AUDIO_SENT):
+                    self._voice_to_voice(cause)
+                self._lip_sync(chunk.condition.voice[i], audio)
                 reflects = chunk.reflects if i == 0 else ()
                 video = VideoOut(
                     chunk=chunk.index,
@@ -112,6 +116,17 @@ class MediaOut:
                 self.reactions_ms.append(latency)
                 if self.observer is not None:
                     self.observer.reaction(self.tracer.kind(event_id) or "unknown", latency / 1000)
+
+    def _voice_to_voice(self, cause: str) -> None:
+        """The first audible sample answering ``cause`` went out: the end of its turn, if it was spoken."""
+        latency = self.tracer.latency_ms(cause, AUDIO_SENT, SPEECH_END)
+        if latency is not None and self.observer is not None:
+            self.observer.voice_to_voice(latency / 1000)
+
+    def _lip_sync(self, mouth: float, audio: np.ndarray) -> None:
+        offset = self.lip_sync.add(mouth, float(loudness(audio)))
+        if offset is not None and self.observer is not None:
+            self.observer.lip_sync(offset)
 
     def figures(self) -> Figures:
         """Frame rate over the last second, on-time share, reaction times, chunks waiting to be sent."""

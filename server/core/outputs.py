@@ -87,10 +87,18 @@ def droppable(item: Output) -> bool:
 
 
 class Observer(Protocol):
-    """Who watches how sessions do (the server's metrics): told of each reaction and each chunk."""
+    """Who watches how sessions do (the server's metrics): told of each reaction, each chunk, each spoken
+    turn answered and each stretch of the character's speech lined up with its mouth."""
 
     def reaction(self, kind: str, seconds: float) -> None:
         """An input of ``kind`` showed in a frame sent ``seconds`` after it arrived."""
 
     def chunk(self, seconds: float, on_time: bool) -> None:
         """A chunk took ``seconds`` to generate and finish, and was (or was not) ready for its send."""
+
+    def voice_to_voice(self, seconds: float) -> None:
+        """The first audible sample of the character's answer went out ``seconds`` after the end of the
+        user's speech it answers."""
+
+    def lip_sync(self, offset_s: float) -> None:
+        """Over a stretch of speech sent, the mouth was ``offset_s`` behind the voice (+ = mouth late)."""

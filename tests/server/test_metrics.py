@@ -1,27 +1,19 @@
 """/metrics by the ecosystem's conventions (prometheus-client): histograms across sessions, not a series
-per session, of reaction time by input kind and of chunk time; gauges for sessions and capacity; and the
+per session, of reaction time by input kind, of chunk time and of the audio-to-mouth offset; gauges for sessions and capacity; and the
 per-session series docs/protocol.md names. The page parses with Prometheus' own text parser."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from server.app import OnstageServer
 from server.client import SessionClient
-from tests.support.observe import metrics_text
+from tests.support.observe import families, metrics_text, observations
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-def families(text: str) -> dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
-    """Every family by name: (sample name, its labels) -> value."""
-    return {
-        family.name: {(s.name, tuple(sorted(s.labels.items()))): s.value for s in family.samples}
-        for family in text_string_to_metric_families(text)
-    }
 
 
 async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms(
@@ -61,3 +53,28 @@ async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms
     assert buckets[-1] == (float("inf"), after["onstage_chunk_seconds"][("onstage_chunk_seconds_count", ())])
     assert after["onstage_capacity_sessions"][("onstage_capacity_sessions", ())] == server.limits.max_sessions
     assert after["onstage_sessions_live"][("onstage_sessions_live", ())] >= 1
+
+
+TALK = "I will tell you about the forest, the river and the old stone bridge."
+
+
+async def test_the_character_s_voice_and_mouth_sent_in_step_are_counted_at_no_offset(
+    server: OnstageServer, url
+) -> None:
+    before = families(await asyncio.to_thread(metrics_text, server.port))
+    plan = {"name": "talk", "timeline": [{"at_s": 0.3, "behaviors": [{"kind": "speech", "text": TALK}]}]}
+    async with SessionClient(url) as client:
+        started = await client.start(seed=11, director="script", plan=plan)
+        await client.wait_type("character.speech", timeout=60, state="ended")
+        # The last window closes up to two seconds after the speech (trailing silence fills it).
+        window = math.ceil(2 * started["fps"] / started["chunk_frames"]) + 1
+        last = client.received.video[-1].header["chunk"]
+        await client.wait_frame(lambda f: f.header["chunk"] >= last + window, timeout=30)
+        after = families(await asyncio.to_thread(metrics_text, server.port))
+
+    added = observations(before, after, "onstage_audio_mouth_offset_seconds")
+    # Four seconds of speech: at least one two-second window lined up, every one of them at lag 0.
+    assert added["count"] >= 1
+    assert added["0.02"] == added["count"] and added["-0.02"] == 0
+    assert "sum" not in added  # prometheus-client leaves it out of a histogram with negative buckets
+    assert all("session" not in dict(labels) for _, labels in after["onstage_audio_mouth_offset_seconds"])

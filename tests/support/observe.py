@@ -12,6 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server.client import Received
 
+Families = dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]
+"""A ``/metrics`` page's families by name: (sample name, its labels) -> value."""
+
 
 def arrived(received: Received, message: dict[str, Any]) -> float:
     """When ``message`` (one of ``received.messages``) arrived."""
@@ -44,6 +47,24 @@ def metrics_text(port: int) -> str:
     """The server's ``/metrics`` page (blocking: call it in a thread)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         return response.read().decode()
+
+
+def families(text: str) -> Families:
+    """Every family by name: (sample name, its labels) -> value."""
+    return {
+        family.name: {(s.name, tuple(sorted(s.labels.items()))): s.value for s in family.samples}
+        for family in text_string_to_metric_families(text)
+    }
+
+
+def observations(before: Families, after: Families, family: str) -> dict[str, float]:
+    """How many observations of a histogram without labels were added to each bucket (by ``le``), and to
+    ``count`` (and ``sum``, where it is given), between two scrapes."""
+    added: dict[str, float] = {}
+    for (name, labels), value in after[family].items():
+        key = dict(labels).get("le", name.removeprefix(family + "_"))
+        added[key] = value - before.get(family, {}).get((name, labels), 0.0)
+    return added
 
 
 def session_figures(text: str, session_id: str) -> dict[str, float]:
