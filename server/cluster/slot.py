@@ -1,0 +1,158 @@
+"""A generator slot: a Ray actor that loads the backend once and serves the sessions reserved on it.
+
+    slot = GeneratorSlot.options(resources={"onstage_slot": 1}).remote("tiny", {}, 1, 1)
+    ok = await slot.reserve.remote("ab12")                     # False: the slot is full
+    await slot.open.remote("ab12", identity=2, seed=7)
+    jpegs, finish_s = await slot.produce.remote("ab12", 0, cond, finish)
+    slot.cancel.remote("ab12", 0)                               # lands while produce runs
+
+Chunk calls (open, produce, replace, capture, restore, close) take turns on the actor's one default
+thread, as a device serves one chunk at a time, and run the model worker's own steps
+(``streaming_model.worker``); ``finish`` runs here, so encoded pictures travel, not arrays. Reservations,
+cancels and questions (``reserve``, ``release``, ``cancel``, ``generating``, ``where``, ``manifest``) run in
+the ``control`` concurrency group, so a cancel reaches a chunk mid-generation. A cancel may arrive before
+its call starts (it is kept for it) or after it ended (then it is dropped when that session's next call
+comes).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import ray
+import torch
+
+from streaming_model.backend import BackendManifest, BackendSession
+from streaming_model.backends import open_backend
+from streaming_model.condition import ChunkCondition
+from streaming_model.worker import produce_chunk, replace_chunk, restore_into
+
+T = TypeVar("T")
+
+
+@ray.remote(concurrency_groups={"control": 2})  # type: ignore[call-overload]  # (missing from its stubs)
+class GeneratorSlot:
+    """One slot: the backend, and the sessions of the front ends that reserved it."""
+
+    def __init__(self, backend: str, options: dict[str, str], sessions: int, threads: int) -> None:
+        torch.set_num_threads(threads)
+        self._backend = open_backend(backend, options)
+        self._capacity = sessions
+        self._lock = threading.Lock()
+        self._reserved: set[str] = set()
+        self._sessions: dict[str, BackendSession] = {}
+        self._flags: dict[tuple[str, int], threading.Event] = {}
+        self._generating: tuple[str, int] | None = None
+
+    # ------------------------------------------------------------------------------ control group
+
+    @ray.method(concurrency_group="control")
+    def manifest(self) -> BackendManifest:
+        """What the slot's backend declares (costs as measured at its warm-up, here)."""
+        return self._backend.manifest
+
+    @ray.method(concurrency_group="control")
+    def where(self) -> tuple[str, int]:
+        """The Ray node id and the process id serving this slot."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    @ray.method(concurrency_group="control")
+    def reserve(self, key: str) -> bool:
+        """Hold a place for session ``key``; False when the slot serves as many as it may."""
+        with self._lock:
+            if key in self._reserved:
+                return True
+            if len(self._reserved) >= self._capacity:
+                return False
+            self._reserved.add(key)
+            return True
+
+    @ray.method(concurrency_group="control")
+    def release(self, key: str) -> None:
+        """Give up a reservation whose session was never opened (an open session frees it on ``close``)."""
+        with self._lock:
+            if key not in self._sessions:
+                self._reserved.discard(key)
+
+    @ray.method(concurrency_group="control")
+    def cancel(self, key: str, call: int) -> None:
+        """Stop session ``key``'s chunk call ``call`` at the backend's next interrupt point."""
+        self._flag(key, call).set()
+
+    @ray.method(concurrency_group="control")
+    def generating(self) -> tuple[str, int] | None:
+        """The (session, call) being generated now, if any."""
+        return self._generating
+
+    # ------------------------------------------------------------------------------ default group
+
+    def open(self, key: str, identity: int, seed: int, reference: np.ndarray | None = None) -> None:
+        """Open (prefill) session ``key``, which must hold a reservation."""
+        with self._lock:
+            if key not in self._reserved:
+                raise ValueError(f"session {key} holds no reservation on this slot")
+        session = self._backend.open_session(identity, seed, reference)
+        with self._lock:
+            self._sessions[key] = session
+
+    def produce(
+        self, key: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T | None, float | None]:
+        """``produce_chunk`` for session ``key``: the finished chunk (None if cancelled) and the seconds
+        finishing took."""
+        return self._chunk(produce_chunk, key, call, cond, finish)
+
+    def replace(
+        self, key: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T | None, float | None]:
+        """``replace_chunk`` for session ``key``, as ``produce``."""
+        return self._chunk(replace_chunk, key, call, cond, finish)
+
+    def capture(self, key: str) -> bytes:
+        """Session ``key``'s committed state as portable bytes (what a story store or another slot takes)."""
+        session = self._sessions[key]
+        return session.export_state(session.snapshot())
+
+    def restore(self, key: str, state: object) -> None:
+        """Continue session ``key`` from a stored state."""
+        restore_into(self._sessions[key], state)
+
+    def close(self, key: str) -> None:
+        """Close session ``key`` and free its place. Idempotent."""
+        with self._lock:
+            session = self._sessions.pop(key, None)
+            self._reserved.discard(key)
+            for flag in [f for f in self._flags if f[0] == key]:
+                del self._flags[flag]
+        if session is not None:
+            session.close()
+
+    # ------------------------------------------------------------------------------ inside
+
+    def _flag(self, key: str, call: int) -> threading.Event:
+        with self._lock:
+            return self._flags.setdefault((key, call), threading.Event())
+
+    def _chunk(
+        self, step: Callable[..., Any], key: str, call: int, cond: ChunkCondition, finish: Callable[..., T]
+    ) -> tuple[T | None, float | None]:
+        session = self._sessions[key]
+        cancel = self._flag(key, call)
+        with self._lock:
+            # Cancels that came after their call ended are no longer wanted.
+            for old in [f for f in self._flags if f[0] == key and f[1] < call]:
+                del self._flags[old]
+        took: deque[float] = deque(maxlen=1)
+        self._generating = (key, call)
+        try:
+            out = step(session, self._backend.manifest, cond, cancel, finish, took)
+        finally:
+            self._generating = None
+            with self._lock:
+                self._flags.pop((key, call), None)
+        return out, (took[0] if took else None)
