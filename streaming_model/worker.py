@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
+import msgspec
 import numpy as np
 import torch
 
@@ -65,6 +66,18 @@ class Cancel(threading.Event):
         listener()
 
 
+class WorkerMoved(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's generator moved to another worker because its own died: it went on from generator chunk
+    ``gen_chunk`` after a freeze of ``frozen_ms`` (from the failure noticed to the session running again,
+    ``replayed`` chunks regenerated from its latest snapshot); ``exact`` when the picture continues exactly
+    as it would have (exact snapshots, deterministic backend)."""
+
+    gen_chunk: int
+    frozen_ms: float
+    replayed: int
+    exact: bool
+
+
 class GeneratorWorker(Protocol):
     """What a session's conductor uses of its model worker, wherever the worker runs.
 
@@ -85,6 +98,9 @@ class GeneratorWorker(Protocol):
     def finish_times(self) -> deque[float]:
         """Seconds recent chunks took from denoised to finished (commit, decode, ``finish``)."""
         ...
+
+    on_moved: Callable[[WorkerMoved], None] | None
+    """Set by the session: called (on the event loop) when its generator moved to another worker."""
 
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
@@ -176,6 +192,8 @@ class ModelWorker:
         self.seed = seed
         self.finish_times: deque[float] = deque(maxlen=200)
         """Seconds each chunk took from denoised to finished (commit, decode, ``finish``)."""
+        self.on_moved: Callable[[WorkerMoved], None] | None = None
+        """Never called: an in-process worker does not move."""
         # torch's intra-op thread count is per process: the generator owns one core by default, the other
         # is left to listening, voice, network and the Director.
         self._pool = ThreadPoolExecutor(

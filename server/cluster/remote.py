@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ from server.cluster.slot import GeneratorSlot
 from streaming_model.backend import BackendManifest
 from streaming_model.condition import ChunkCondition
 from streaming_model.pool import NoFreeSlot
-from streaming_model.worker import Cancel
+from streaming_model.worker import Cancel, WorkerMoved
 
 T = TypeVar("T")
 
@@ -43,61 +44,136 @@ class ClusterError(RuntimeError):
 
 class RemoteWorker:
     """A ``GeneratorWorker`` whose session lives in a slot actor: the conductor's calls become actor calls,
-    a set ``Cancel`` becomes the actor's ``cancel`` (its own concurrency group, so it lands mid-chunk)."""
+    a set ``Cancel`` becomes the actor's ``cancel`` (its own concurrency group, so it lands mid-chunk).
 
-    def __init__(self, slot: ActorHandle, key: str, manifest: BackendManifest, seed: int, node: str) -> None:
+    It survives its slot's death: it keeps the session's latest saved state (fetched from the actor in
+    the background after each chunk, never waited for) and the conditions of the chunks committed since;
+    when a call finds the actor dead, another slot adopts the session from there and the call is made
+    again, and ``on_moved`` says so."""
+
+    def __init__(
+        self, pool: RaySlots, slot: ActorHandle, node: str, key: str, identity: int, seed: int
+    ) -> None:
+        self.pool = pool
         self.slot = slot
-        self.key = key
-        self.manifest = manifest
-        self.seed = seed
         self.node = node
         """The Ray node the session's generator runs on."""
+        self.key = key
+        self.identity = identity
+        self.seed = seed
+        self.manifest = pool.manifest
         self.finish_times: deque[float] = deque(maxlen=200)
         """Seconds each chunk took in the actor from denoised to finished (commit, decode, ``finish``)."""
+        self.on_moved: Callable[[WorkerMoved], None] | None = None
         self._calls = itertools.count()
         self._closed = False
+        self._index = 0  # chunks committed
+        self._saved: tuple[int, object] | None = None  # the latest saved state and its chunk index
+        self._since: dict[int, ChunkCondition] = {}  # conditions of the chunks committed after it
+        self._fetching: asyncio.Task[None] | None = None
 
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         """The next chunk, generated, committed and finished in the actor; None if cancelled first."""
-        return await self._chunk(self.slot.produce, cond, cancel, finish)
+        out = await self._chunk("produce", cond, cancel, finish)
+        if out is not None:
+            self._since[self._index] = cond
+            self._index += 1
+            self._fetch_saved()
+        return out
 
     async def replace(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         """The last committed chunk again under ``cond``, in the actor; None (nothing changed) if cancelled."""
-        return await self._chunk(self.slot.replace, cond, cancel, finish)
+        out = await self._chunk("replace", cond, cancel, finish)
+        if out is not None:
+            self._since[self._index - 1] = cond
+        return out
 
     async def capture(self) -> bytes:
         """The committed state, as the backend's portable bytes."""
-        result: bytes = await self.slot.capture.remote(self.key)
+        result: bytes = await self._call(lambda slot: slot.capture.remote(self.key))
         return result
 
     async def restore_state(self, state: object) -> None:
         """Continue from a stored state (bytes, or an older checkpoint's snapshot object)."""
-        await self.slot.restore.remote(self.key, state)
+        self._index = await self._call(lambda slot: slot.restore.remote(self.key, state))
+        self._saved, self._since = (self._index, state), {}
 
     async def close(self) -> None:
         """Close the session in the actor, freeing the slot. Idempotent; a dead actor has nothing to free."""
         if self._closed:
             return
         self._closed = True
+        if self._fetching is not None:
+            self._fetching.cancel()
         with contextlib.suppress(RayActorError):
             await self.slot.close.remote(self.key)
 
     async def _chunk(
-        self, method: Any, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+        self, method: str, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         call = next(self._calls)
-        ref = method.remote(self.key, call, cond, finish)
-        # Called on the thread that sets the flag; submitting an actor call does not wait for it.
-        cancel.when_set(lambda: self.slot.cancel.remote(self.key, call))
-        out, finish_s = await ref
+
+        def submit(slot: ActorHandle) -> Any:
+            # The listener runs on the thread that sets the flag; submitting an actor call does not wait.
+            ref = getattr(slot, method).remote(self.key, call, cond, finish)
+            cancel.when_set(lambda: slot.cancel.remote(self.key, call))
+            return ref
+
+        out, finish_s = await self._call(submit)
         if finish_s is not None:
             self.finish_times.append(finish_s)
         result: T | None = out
         return result
+
+    async def _call(self, submit: Callable[[ActorHandle], Any]) -> Any:
+        """``submit(slot)``'s result; if the slot's actor died, move the session and submit again."""
+        while True:
+            slot = self.slot
+            try:
+                return await submit(slot)
+            except RayActorError:
+                if self._closed:
+                    raise
+                if self.slot is slot:  # (another call may have moved it already)
+                    await self._move()
+
+    def _fetch_saved(self) -> None:
+        """Fetch the actor's latest saved state in the background (one fetch at a time)."""
+        if self._fetching is None or self._fetching.done():
+            self._fetching = asyncio.get_running_loop().create_task(self._fetch(self.slot))
+
+    async def _fetch(self, slot: ActorHandle) -> None:
+        newer_than = self._saved[0] if self._saved is not None else -1
+        with contextlib.suppress(RayActorError):
+            saved = await slot.saved.remote(self.key, newer_than)
+            if saved is not None and slot is self.slot and saved[0] <= self._index:
+                self._saved = saved
+                self._since = {i: c for i, c in self._since.items() if i >= saved[0]}
+
+    async def _move(self) -> None:
+        """Have another slot adopt the session from its saved state (``NoFreeSlot`` if none is free)."""
+        noticed = time.perf_counter()
+        dead = self.slot
+        if self._fetching is not None:
+            self._fetching.cancel()
+        slot, node = await self.pool.reserve(self.key, exclude=dead)
+        start, state = self._saved if self._saved is not None else (0, None)
+        replay = [self._since[i] for i in range(start, self._index)]
+        await slot.adopt.remote(self.key, self.identity, self.seed, state, replay)
+        self.slot, self.node = slot, node
+        caps = self.manifest.capabilities
+        moved = WorkerMoved(
+            gen_chunk=self._index,
+            frozen_ms=round(1000.0 * (time.perf_counter() - noticed), 1),
+            replayed=len(replay),
+            exact=caps.deterministic and (state is None or caps.snapshots == "exact"),
+        )
+        if self.on_moved is not None:
+            self.on_moved(moved)
 
 
 class RaySlots:
@@ -154,7 +230,8 @@ class RaySlots:
                 get_if_exists=True,
                 resources={SLOT_RESOURCE: 1},
                 num_cpus=0,  # the slot resource is what places it
-            ).remote(backend, options, settings.sessions_per_slot, settings.threads)
+                max_restarts=-1,  # a slot whose process died comes back (empty: its sessions moved)
+            ).remote(backend, options, settings.sessions_per_slot, settings.threads, settings.snapshot_every)
             for i in range(total)
         ]
         try:
@@ -175,19 +252,25 @@ class RaySlots:
 
     async def open(self, *, identity: int, seed: int, name: str) -> RemoteWorker:
         """Reserve a free slot for session ``name`` and open its session there (prefilled in the actor)."""
+        slot, node = await self.reserve(name)
+        try:
+            await slot.open.remote(name, identity, seed)
+        except BaseException:
+            with contextlib.suppress(RayActorError):
+                await slot.release.remote(name)
+            raise
+        return RemoteWorker(self, slot, node, name, identity, seed)
+
+    async def reserve(self, name: str, exclude: ActorHandle | None = None) -> tuple[ActorHandle, str]:
+        """A slot (and its node) with a place held for session ``name``; ``NoFreeSlot`` if none has one."""
         for slot, node in self.slots:
+            if slot is exclude:
+                continue
             try:
-                if not await slot.reserve.remote(name):
-                    continue
+                if await slot.reserve.remote(name):
+                    return slot, node
             except RayActorError:
-                continue  # a dead slot takes no sessions
-            try:
-                await slot.open.remote(name, identity, seed)
-            except BaseException:
-                with contextlib.suppress(RayActorError):
-                    await slot.release.remote(name)
-                raise
-            return RemoteWorker(slot, name, self._manifest, seed, node)
+                continue  # a dead slot takes no sessions (a restarting one will again)
         raise NoFreeSlot(f"every generator slot is taken ({len(self.slots)} in the cluster); try again later")
 
     async def close(self) -> None:

@@ -21,11 +21,15 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """Sessions one slot actor serves at once (each with its own state; their chunks take turns)."""
     threads: int = 1
     """torch threads of each slot actor."""
+    snapshot_every: int = 4
+    """Each session's state is saved every this many chunks (exported off the generating thread and kept
+    by the front end): a session whose worker dies goes on elsewhere from there, regenerating at most this
+    many chunks."""
     start_timeout_s: float = 180.0
     """How long the slot actors may take to be placed and to load the backend before serving gives up."""
 
     def check(self) -> None:
         """``ValueError`` naming the first setting out of range."""
-        for name in ("local_slots", "sessions_per_slot", "threads"):
+        for name in ("local_slots", "sessions_per_slot", "threads", "snapshot_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ray setting {name} must be at least 1, got {getattr(self, name)}")

@@ -1,10 +1,12 @@
 """A generator slot: a Ray actor that loads the backend once and serves the sessions reserved on it.
 
-    slot = GeneratorSlot.options(resources={"onstage_slot": 1}).remote("tiny", {}, 1, 1)
+    slot = GeneratorSlot.options(resources={"onstage_slot": 1}).remote("tiny", {}, 1, 1, 4)
     ok = await slot.reserve.remote("ab12")                     # False: the slot is full
     await slot.open.remote("ab12", identity=2, seed=7)
     jpegs, finish_s = await slot.produce.remote("ab12", 0, cond, finish)
     slot.cancel.remote("ab12", 0)                               # lands while produce runs
+    index, state = await slot.saved.remote("ab12", -1)          # the latest saved state, or None
+    await other_slot.adopt.remote("ab12", 2, 7, state, conds)   # continue it there
 
 Chunk calls (open, produce, replace, capture, restore, close) take turns on the actor's one default
 thread, as a device serves one chunk at a time, and run the model worker's own steps
@@ -13,6 +15,13 @@ cancels and questions (``reserve``, ``release``, ``cancel``, ``generating``, ``w
 the ``control`` concurrency group, so a cancel reaches a chunk mid-generation. A cancel may arrive before
 its call starts (it is kept for it) or after it ended (then it is dropped when that session's next call
 comes).
+
+Saved states, for a session to survive its slot's death: every ``snapshot_every`` chunks, as a ``produce``
+begins (every chunk before it is final then: only the last committed chunk is ever replaced, and never
+once the next is being made), the session is snapshotted (a copy, well under a millisecond) and the
+snapshot is exported to bytes on a thread of its own, off the chunk's way. The front end fetches them
+(``saved``) and, if this actor dies, has another slot ``adopt`` the session: the saved state, then the
+chunks committed since, regenerated under their conditions.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -39,10 +49,15 @@ T = TypeVar("T")
 class GeneratorSlot:
     """One slot: the backend, and the sessions of the front ends that reserved it."""
 
-    def __init__(self, backend: str, options: dict[str, str], sessions: int, threads: int) -> None:
+    def __init__(
+        self, backend: str, options: dict[str, str], sessions: int, threads: int, snapshot_every: int
+    ) -> None:
         torch.set_num_threads(threads)
         self._backend = open_backend(backend, options)
         self._capacity = sessions
+        self._every = snapshot_every
+        self._exporter = ThreadPoolExecutor(1, thread_name_prefix="export")
+        self._saved: dict[str, Future[tuple[int, bytes]]] = {}
         self._lock = threading.Lock()
         self._reserved: set[str] = set()
         self._sessions: dict[str, BackendSession] = {}
@@ -85,6 +100,16 @@ class GeneratorSlot:
         self._flag(key, call).set()
 
     @ray.method(concurrency_group="control")
+    def saved(self, key: str, newer_than: int) -> tuple[int, bytes] | None:
+        """Session ``key``'s latest exported state, (its chunk index, bytes), if newer than ``newer_than``."""
+        with self._lock:
+            job = self._saved.get(key)
+        if job is None or not job.done() or job.exception() is not None:
+            return None
+        index, state = job.result()
+        return (index, state) if index > newer_than else None
+
+    @ray.method(concurrency_group="control")
     def generating(self) -> tuple[str, int] | None:
         """The (session, call) being generated now, if any."""
         return self._generating
@@ -100,11 +125,27 @@ class GeneratorSlot:
         with self._lock:
             self._sessions[key] = session
 
+    def adopt(
+        self, key: str, identity: int, seed: int, state: object | None, conds: list[ChunkCondition]
+    ) -> None:
+        """Take over session ``key`` from a slot that died: open it (it must hold a reservation), restore
+        its saved ``state`` (None: it had none, it starts fresh) and regenerate the chunks committed since,
+        under their conditions ``conds``; deterministic backends come out exactly where it was."""
+        self.open(key, identity, seed)
+        session = self._sessions[key]
+        if state is not None:
+            restore_into(session, state)
+        for cond in conds:
+            produce_chunk(session, self._backend.manifest, cond, threading.Event(), _discard, deque(maxlen=1))
+
     def produce(
         self, key: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
     ) -> tuple[T | None, float | None]:
         """``produce_chunk`` for session ``key``: the finished chunk (None if cancelled) and the seconds
         finishing took."""
+        session = self._sessions[key]
+        if session.index % self._every == 0:
+            self._save(key, session)
         return self._chunk(produce_chunk, key, call, cond, finish)
 
     def replace(
@@ -118,14 +159,19 @@ class GeneratorSlot:
         session = self._sessions[key]
         return session.export_state(session.snapshot())
 
-    def restore(self, key: str, state: object) -> None:
-        """Continue session ``key`` from a stored state."""
-        restore_into(self._sessions[key], state)
+    def restore(self, key: str, state: object) -> int:
+        """Continue session ``key`` from a stored state; the chunk index it continues at."""
+        session = self._sessions[key]
+        restore_into(session, state)
+        with self._lock:
+            self._saved.pop(key, None)  # of another history
+        return session.index
 
     def close(self, key: str) -> None:
         """Close session ``key`` and free its place. Idempotent."""
         with self._lock:
             session = self._sessions.pop(key, None)
+            self._saved.pop(key, None)
             self._reserved.discard(key)
             for flag in [f for f in self._flags if f[0] == key]:
                 del self._flags[flag]
@@ -133,6 +179,15 @@ class GeneratorSlot:
             session.close()
 
     # ------------------------------------------------------------------------------ inside
+
+    def _save(self, key: str, session: BackendSession) -> None:
+        """Snapshot ``session`` here (a copy) and export it on the export thread."""
+        if self._backend.manifest.capabilities.snapshots == "none":
+            return
+        index, snap = session.index, session.snapshot()
+        job = self._exporter.submit(lambda: (index, session.export_state(snap)))
+        with self._lock:
+            self._saved[key] = job
 
     def _flag(self, key: str, call: int) -> threading.Event:
         with self._lock:
@@ -156,3 +211,8 @@ class GeneratorSlot:
             with self._lock:
                 self._flags.pop((key, call), None)
         return out, (took[0] if took else None)
+
+
+def _discard(frames: np.ndarray) -> None:
+    """A regenerated chunk's frames: nobody sees them again."""
+    return None

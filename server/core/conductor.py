@@ -70,7 +70,7 @@ from server.core.schedule import ChunkSchedule, Clock
 from server.media import MediaClock, encode_frames
 from server.speech import SpeechPlayer
 from streaming_model.runtime import SessionSnapshot
-from streaming_model.worker import Cancel, GeneratorWorker
+from streaming_model.worker import Cancel, GeneratorWorker, WorkerMoved
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +175,7 @@ class Conductor:
         self._restoring = False  # a story rewind or resume is putting a checkpoint back
         self.on_fatal: Callable[[str], Coroutine[Any, Any, None]] | None = None
         """Set by the server: called once, with a message for the client, if a task the session needs fails."""
+        worker.on_moved = self._worker_moved
 
     @property
     def chunks_sent(self) -> int:
@@ -247,6 +248,18 @@ class Conductor:
         self.bus.close()
         # Off the event loop: the chunk in flight finishes first, and other sessions must not wait for it.
         await self.worker.close()
+
+    def _worker_moved(self, moved: WorkerMoved) -> None:
+        """The generator's worker died and the session went on on another: the media clock waits out the
+        freeze, and the client hears of it."""
+        self.schedule.delay(moved.frozen_ms / 1000.0)
+        log.warning(
+            "session %s: its generator worker died; it continues on another from chunk %d after %.0f ms",
+            self.session_id,
+            moved.gen_chunk,
+            moved.frozen_ms,
+        )
+        asyncio.get_running_loop().create_task(self._out(moved))
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._closed:

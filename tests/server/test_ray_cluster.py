@@ -5,6 +5,9 @@ real client. Ray starts once for the module and is shut down at its end."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -126,7 +129,7 @@ async def test_sessions_spread_over_both_nodes_and_a_full_cluster_refuses_the_ne
 async def test_an_interrupt_lands_mid_generation_on_a_remote_worker(cluster: Cluster) -> None:
     # A slot of its own with chunks long enough (24 frames of 512x512) to be caught while generating.
     options = {"chunk_frames": "24", "width": "512", "height": "512"}
-    actor = GeneratorSlot.options(num_cpus=0).remote("world", options, 1, 1)  # type: ignore[attr-defined]
+    actor = GeneratorSlot.options(num_cpus=0).remote("world", options, 1, 1, 4)  # type: ignore[attr-defined]
     try:
         manifest = await actor.manifest.remote()
         node, _ = await actor.where.remote()
@@ -151,3 +154,35 @@ async def test_an_interrupt_lands_mid_generation_on_a_remote_worker(cluster: Clu
         assert await actor.reserve.remote("t")  # closing freed its place
     finally:
         ray.kill(actor)
+
+
+async def test_a_killed_worker_costs_its_session_a_short_freeze_and_the_picture_continues_exactly(
+    url: str, ray_server: OnstageServer, slots: RaySlots
+) -> None:
+    # The same seed in-process, no input: what the picture must be, frame for frame, across the move.
+    async with SessionClient(url) as ref:
+        await ref.start(seed=31)
+        await ref.wait_frame(lambda f: f.header["chunk"] >= 30, timeout=90)
+        reference = {(f.header["chunk"], f.header["frame"]): f.jpeg for f in ref.received.video}
+    async with SessionClient(url_of(ray_server)) as client:
+        started = await client.start(seed=31)
+        worker = ray_server.sessions[started["session_id"]].conductor.worker
+        assert isinstance(worker, RemoteWorker)
+        first = worker.node
+        await client.wait_frame(lambda f: f.header["chunk"] >= 10, timeout=60)
+        _, pid = await worker.slot.where.remote()
+        os.kill(pid, signal.SIGKILL)
+        moved = await client.wait_type("generator.moved", timeout=60)
+        assert moved["exact"] is True and moved["gen_chunk"] >= 10
+        assert worker.node != first  # the session's generator is on the other node now
+        end = moved["gen_chunk"] + 8
+        await client.wait_frame(lambda f: f.header["chunk"] >= end, timeout=60)
+        got = {(f.header["chunk"], f.header["frame"]): f.jpeg for f in client.received.video}
+        arrivals = [f.t for f in client.received.video]
+    assert all(got[key] == reference[key] for key in got if key[0] < 30)  # exactly the same picture
+    assert {c for c, _ in got if moved["gen_chunk"] <= c < end} == set(range(moved["gen_chunk"], end))
+    gap_ms = 1000 * max(b - a for a, b in itertools.pairwise(arrivals))
+    print(
+        f"\nmoved after chunk {moved['gen_chunk']}: frozen {moved['frozen_ms']} ms, frame gap {gap_ms:.0f} ms"
+    )
+    await until_no_sessions(ray_server)
