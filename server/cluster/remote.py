@@ -47,7 +47,7 @@ class RemoteWorker:
     a set ``Cancel`` becomes the actor's ``cancel`` (its own concurrency group, so it lands mid-chunk).
 
     It survives its slot's death: it keeps the session's latest saved state (fetched from the actor in
-    the background after each chunk, never waited for) and the conditions of the chunks committed since;
+    the background after each chunk it saved one for, never waited for) and the conditions of the chunks committed since;
     when a call finds the actor dead, another slot adopts the session from there and the call is made
     again, and ``on_moved`` says so."""
 
@@ -80,7 +80,8 @@ class RemoteWorker:
         if out is not None:
             self._since[self._index] = cond
             self._index += 1
-            self._fetch_saved()
+            if (self._index - 1) % self.pool.snapshot_every == 0:
+                self._fetch_saved()  # the actor saved the state this chunk began from
         return out
 
     async def replace(
@@ -180,10 +181,16 @@ class RaySlots:
     """A ``WorkerPool`` of the cluster's generator slots."""
 
     def __init__(
-        self, slots: list[tuple[ActorHandle, str]], manifest: BackendManifest, owns_ray: bool
+        self,
+        slots: list[tuple[ActorHandle, str]],
+        manifest: BackendManifest,
+        owns_ray: bool,
+        snapshot_every: int = ClusterSettings().snapshot_every,
     ) -> None:
-        """``slots``: the actors and their nodes, interleaved by node so sessions spread over nodes."""
+        """``slots``: the actors and their nodes, interleaved by node so sessions spread over nodes;
+        ``snapshot_every``: the actors' (when to fetch a session's saved state)."""
         self.slots = slots
+        self.snapshot_every = snapshot_every
         self._manifest = manifest
         self._owns_ray = owns_ray
 
@@ -248,7 +255,7 @@ class RaySlots:
             by_node.setdefault(node, []).append(actor)
         columns = [[(actor, node) for actor in group] for node, group in by_node.items()]
         interleaved = [pair for row in itertools.zip_longest(*columns) for pair in row if pair is not None]
-        return cls(interleaved, manifests[0], owns)
+        return cls(interleaved, manifests[0], owns, settings.snapshot_every)
 
     async def open(self, *, identity: int, seed: int, name: str) -> RemoteWorker:
         """Reserve a free slot for session ``name`` and open its session there (prefilled in the actor)."""

@@ -171,8 +171,10 @@ async def test_a_killed_worker_costs_its_session_a_short_freeze_and_the_picture_
         first = worker.node
         await client.wait_frame(lambda f: f.header["chunk"] >= 10, timeout=60)
         _, pid = await worker.slot.where.remote()
+        killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         moved = await client.wait_type("generator.moved", timeout=60)
+        told_ms = 1000 * (next(t for t, m in client.received.messages if m is moved) - killed)
         assert moved["exact"] is True and moved["gen_chunk"] >= 10
         assert worker.node != first  # the session's generator is on the other node now
         end = moved["gen_chunk"] + 8
@@ -183,6 +185,7 @@ async def test_a_killed_worker_costs_its_session_a_short_freeze_and_the_picture_
     assert {c for c, _ in got if moved["gen_chunk"] <= c < end} == set(range(moved["gen_chunk"], end))
     gap_ms = 1000 * max(b - a for a, b in itertools.pairwise(arrivals))
     print(
-        f"\nmoved after chunk {moved['gen_chunk']}: frozen {moved['frozen_ms']} ms, frame gap {gap_ms:.0f} ms"
+        f"\nmoved at chunk {moved['gen_chunk']}: frozen {moved['frozen_ms']} ms, told {told_ms:.0f} ms after"
+        f" the kill, largest frame gap {gap_ms:.0f} ms"
     )
     await until_no_sessions(ray_server)
