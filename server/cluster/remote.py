@@ -280,6 +280,14 @@ class RaySlots:
                 continue  # a dead slot takes no sessions (a restarting one will again)
         raise NoFreeSlot(f"every generator slot is taken ({len(self.slots)} in the cluster); try again later")
 
+    async def held(self) -> int:
+        """Places reserved now over the live slots (a session's is given back as its worker closes)."""
+        held = 0
+        for slot, _ in self.slots:
+            with contextlib.suppress(RayActorError):
+                held += await slot.held.remote()
+        return held
+
     async def close(self) -> None:
         """Leave Ray if this pool joined it (the slot actors it made end with it)."""
         if self._owns_ray:

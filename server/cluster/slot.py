@@ -11,7 +11,7 @@
 Chunk calls (open, produce, replace, capture, restore, close) take turns on the actor's one default
 thread, as a device serves one chunk at a time, and run the model worker's own steps
 (``streaming_model.worker``); ``finish`` runs here, so encoded pictures travel, not arrays. Reservations,
-cancels and questions (``reserve``, ``release``, ``cancel``, ``generating``, ``where``, ``manifest``) run in
+cancels and questions (``reserve``, ``release``, ``cancel``, ``held``, ``generating``, ``where``, ``manifest``) run in
 the ``control`` concurrency group, so a cancel reaches a chunk mid-generation. A cancel may arrive before
 its call starts (it is kept for it) or after it ended (then it is dropped when that session's next call
 comes).
@@ -86,6 +86,12 @@ class GeneratorSlot:
                 return False
             self._reserved.add(key)
             return True
+
+    @ray.method(concurrency_group="control")
+    def held(self) -> int:
+        """Places reserved now (sessions open or being opened)."""
+        with self._lock:
+            return len(self._reserved)
 
     @ray.method(concurrency_group="control")
     def release(self, key: str) -> None:

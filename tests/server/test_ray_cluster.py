@@ -71,10 +71,13 @@ def url_of(srv: OnstageServer) -> str:
     return f"ws://127.0.0.1:{srv.port}/v1/session"
 
 
-async def until_no_sessions(srv: OnstageServer, timeout: float = 20.0) -> None:
-    """Wait for the server to have ended every session (their grace over, their slots freed)."""
+async def until_no_sessions(srv: OnstageServer, timeout: float = 60.0) -> None:
+    """Wait for the server to have ended every session (their grace over) and their slots to be free (a
+    session leaves the server's books before its worker has closed)."""
+    slots = srv.factory.workers
+    assert isinstance(slots, RaySlots)
     deadline = time.monotonic() + timeout
-    while srv.sessions:
+    while srv.sessions or await slots.held():
         assert time.monotonic() < deadline, f"sessions still open: {list(srv.sessions)}"
         await asyncio.sleep(0.05)
 
