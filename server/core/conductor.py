@@ -248,6 +248,7 @@ class Conductor:
         self.bus.close()
         # Off the event loop: the chunk in flight finishes first, and other sessions must not wait for it.
         await self.worker.close()
+        self.worker.on_moved = None  # it refers back to this conductor
 
     def _worker_moved(self, moved: WorkerMoved) -> None:
         """The generator's worker died and the session went on on another: the media clock waits out the
