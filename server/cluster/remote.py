@@ -47,9 +47,9 @@ class RemoteWorker:
     a set ``Cancel`` becomes the actor's ``cancel`` (its own concurrency group, so it lands mid-chunk).
 
     It survives its slot's death: it keeps the session's latest saved state (fetched from the actor in
-    the background after each chunk it saved one for, never waited for) and the conditions of the chunks committed since;
-    when a call finds the actor dead, another slot adopts the session from there and the call is made
-    again, and ``on_moved`` says so."""
+    the background after each chunk the actor saved one for, never waited for) and the conditions of the
+    chunks committed since; when a call finds the actor dead, another slot adopts the session from there
+    and the call is made again, and ``on_moved`` says so."""
 
     def __init__(
         self, pool: RaySlots, slot: ActorHandle, node: str, key: str, identity: int, seed: int
@@ -71,6 +71,7 @@ class RemoteWorker:
         self._saved: tuple[int, object] | None = None  # the latest saved state and its chunk index
         self._since: dict[int, ChunkCondition] = {}  # conditions of the chunks committed after it
         self._fetching: asyncio.Task[None] | None = None
+        self._history = 0  # goes up when the session is restored: a state fetched before is of another
 
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
@@ -102,6 +103,7 @@ class RemoteWorker:
         """Continue from a stored state (bytes, or an older checkpoint's snapshot object)."""
         self._index = await self._call(lambda slot: slot.restore.remote(self.key, state))
         self._saved, self._since = (self._index, state), {}
+        self._history += 1
 
     async def close(self) -> None:
         """Close the session in the actor, freeing the slot. Idempotent; a dead actor has nothing to free."""
@@ -149,9 +151,10 @@ class RemoteWorker:
 
     async def _fetch(self, slot: ActorHandle) -> None:
         newer_than = self._saved[0] if self._saved is not None else -1
+        history = self._history
         with contextlib.suppress(RayActorError):
             saved = await slot.saved.remote(self.key, newer_than)
-            if saved is not None and slot is self.slot and saved[0] <= self._index:
+            if saved is not None and slot is self.slot and history == self._history:
                 self._saved = saved
                 self._since = {i: c for i, c in self._since.items() if i >= saved[0]}
 
