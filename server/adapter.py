@@ -30,6 +30,7 @@ from server.client_voice import CLIENT_VOICE_MESSAGES, voice_of
 from server.client_voice import handle as handle_voice
 from server.core.conductor import Conductor, Refused
 from server.core.outputs import AudioOut, Figures, Output, Sink, StoryMoved, Unshown, VideoOut, droppable
+from streaming_model.worker import WorkerMoved
 
 Put = Callable[[bytes | str, bool], Awaitable[None]]
 """A connection's sender: (frame, droppable)."""
@@ -137,6 +138,8 @@ def to_message(item: Output) -> p.ServerMessage:
                 ending=view.ending,
                 approximate=approximate,
             )
+        case WorkerMoved():
+            return p.GeneratorMoved(gen_chunk=item.gen_chunk, frozen_ms=item.frozen_ms, exact=item.exact)
         case Unshown():
             return p.InputOutcome(event_id=item.event_id, shown=False, reason=item.reason, detail=item.detail)
         case Figures():

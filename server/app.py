@@ -53,6 +53,7 @@ from server.otel import TurnTelemetry
 from server.outbox import Outbox
 from server.sessions import SessionFactory
 from server.webrtc.settings import RtcSettings
+from streaming_model.pool import NoFreeSlot
 
 if TYPE_CHECKING:
     from server.webrtc.endpoint import RtcEndpoint
@@ -331,6 +332,8 @@ class OnstageServer:
             conductor, started = await self.factory.create(session_id, msg, token)
         except ValueError as exc:
             raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), msg.ref) from None
+        except NoFreeSlot as exc:
+            raise self._no_slot(exc, msg.ref) from None
         finally:
             self._admitting -= 1
         return await self._go_live(LiveSession(conductor, resume_token=token), started, msg.ref, outbox)
@@ -345,6 +348,12 @@ class OnstageServer:
                 ref,
                 fatal=True,
             )
+
+    def _no_slot(self, exc: NoFreeSlot, ref: str | None) -> p.ProtocolError:
+        """A fatal ``rate_limited``: the generators (a cluster's slots) are all taken, though this server
+        has room."""
+        self.stats.refused_total += 1
+        return p.ProtocolError(p.ErrorCode.RATE_LIMITED, str(exc), ref, fatal=True)
 
     async def _go_live(
         self, live: LiveSession, started: p.SessionStarted, ref: str | None, outbox: Connection
@@ -390,6 +399,8 @@ class OnstageServer:
                 revived = await self.factory.revive(msg.resume.session_id, msg.resume.resume_token)
             except ValueError as exc:
                 raise p.ProtocolError(p.ErrorCode.RESUME_FAILED, str(exc), msg.ref) from None
+            except NoFreeSlot as exc:
+                raise self._no_slot(exc, msg.ref) from None
             finally:
                 self._admitting -= 1
             if revived is not None:

@@ -16,6 +16,8 @@ import msgspec
 
 if TYPE_CHECKING:
     from server.config import ServerConfig
+    from streaming_model.backend import Backend
+    from streaming_model.pool import WorkerPool
 
 
 def _listen(args: argparse.Namespace) -> int:
@@ -85,6 +87,8 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
         changes["backend"] = args.backend
     if args.backend_option:
         changes["backend_options"] = {**config.backend_options, **parse_options(args.backend_option)}
+    if args.ray is not None:
+        changes["ray"] = msgspec.structs.replace(config.ray, address=args.ray)
     if args.max_sessions is not None:
         changes["limits"] = msgspec.structs.replace(config.limits, max_sessions=args.max_sessions)
     if args.sessions_per_token is not None and args.sessions_per_token < 1:
@@ -109,6 +113,7 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
             raise ValueError(f"ICE address {address!r} is not an IP address") from None
     if config.backend not in BACKENDS:
         raise ValueError(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
+    config.ray.check()
     if config.token_secret is None and not _is_loopback(config.host):
         raise ValueError("without a token secret the server binds loopback only")
     return config
@@ -130,9 +135,14 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     from streaming_model.weights import WeightsError
 
     print(f"onstage: loading the models (backend {config.backend})...", file=sys.stderr)
+    backend: Backend | None = None
+    workers: WorkerPool | None = None
     try:
-        backend = await asyncio.to_thread(open_backend, config.backend, dict(config.backend_options))
-    except (ValueError, WeightsError) as exc:
+        if config.ray.address is None:
+            backend = await asyncio.to_thread(open_backend, config.backend, dict(config.backend_options))
+        else:
+            workers = await _ray_slots(config)
+    except (ValueError, WeightsError, RuntimeError) as exc:
         print(f"onstage serve: {exc}", file=sys.stderr)
         return 2
     factory = await asyncio.to_thread(
@@ -141,6 +151,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         director=load_config(config_path),
         defaults=SessionDefaults(character=config.character, plan=config.plan),
         story_db=config.story_db,
+        workers=workers,
     )
     telemetry = TurnTelemetry.from_env()
     server = OnstageServer(
@@ -158,9 +169,22 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     await stop.wait()
     print("onstage: stopping", file=sys.stderr)
     await server.close()
+    await factory.workers.close()
     if telemetry is not None:
         telemetry.shutdown()  # exports the spans still batched
     return 0
+
+
+async def _ray_slots(config: ServerConfig) -> WorkerPool:
+    """The cluster's generator slots (``server.cluster``); RuntimeError says what is missing."""
+    try:
+        from server.cluster.remote import RaySlots
+    except ImportError:
+        raise RuntimeError(
+            "--ray needs Ray: install onstage's ray extra (pip install 'onstage[ray]')"
+        ) from None
+    print(f"onstage: bringing up generator slots on Ray ({config.ray.address})...", file=sys.stderr)
+    return await asyncio.to_thread(RaySlots.connect, config.ray, config.backend, dict(config.backend_options))
 
 
 def _token(args: argparse.Namespace) -> int:
@@ -303,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="IP",
         help="offer WebRTC ICE candidates on this address only, e.g. 127.0.0.1 for browsers on this machine"
         " (repeatable; default: every interface but loopback)",
+    )
+    serve.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the generators as Ray actors: 'local' starts Ray here, else a Ray cluster's address"
+        " (its nodes declare onstage_slot resources; needs the ray extra)",
     )
     serve.add_argument("--no-webrtc", action="store_true", help="serve the WebSocket only (no /v1/rtc)")
     serve.set_defaults(run=_serve)

@@ -8,6 +8,7 @@ from pathlib import Path
 import msgspec
 
 from server.access import Access
+from server.cluster.settings import ClusterSettings
 from server.limits import Limits
 from server.webrtc.settings import RtcSettings
 
@@ -32,6 +33,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Host names and page origins accepted beyond loopback's, and live sessions per token."""
     rtc: RtcSettings = msgspec.field(default_factory=RtcSettings)
     """The WebRTC transport beside the WebSocket (``server.webrtc``)."""
+    ray: ClusterSettings = msgspec.field(default_factory=ClusterSettings)
+    """Generator workers on a Ray cluster (``[server.ray] address = "local"``; ``server.cluster``)."""
 
 
 class ConfigFileError(ValueError):

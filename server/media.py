@@ -60,6 +60,12 @@ def encode_jpeg(frame: np.ndarray, quality: int = 85) -> bytes:
     return buf.getvalue()
 
 
+def encode_frames(frames: np.ndarray, quality: int = 85) -> list[bytes]:
+    """A chunk's frames, (N, H, W, 3) uint8, as JPEG images: how a chunk is finished where it was made
+    (a model worker's thread or a remote worker), so only encoded pictures travel."""
+    return [encode_jpeg(frame, quality) for frame in frames]
+
+
 def pcm16(samples: np.ndarray) -> bytes:
     """Float samples in [-1, 1] as PCM 16-bit little-endian bytes."""
     return (np.clip(samples, -1.0, 1.0 - 1.0 / 32768) * 32768.0).astype("<i2").tobytes()

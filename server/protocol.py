@@ -345,6 +345,16 @@ class StoryState(ServerMessage, kw_only=True, tag="story.state"):
     story is the checkpoint's, the picture continues only close to (or apart from) how it was there."""
 
 
+class GeneratorMoved(ServerMessage, kw_only=True, tag="generator.moved"):
+    """(Extension) The worker generating this session died and the session continues on another: from
+    generator chunk ``gen_chunk`` (the video header's), after a freeze of ``frozen_ms``; ``exact`` when the
+    picture continues exactly as it would have."""
+
+    gen_chunk: int
+    frozen_ms: float
+    exact: bool
+
+
 class Metrics(ServerMessage, kw_only=True, tag="metrics"):
     fps: float
     on_time: float
@@ -435,6 +445,7 @@ AnyServerMessage = Union[  # noqa: UP007 (kept as a named union for clients that
     CharacterSpeech,
     DirectorPlan,
     StoryState,
+    GeneratorMoved,
     Metrics,
     Error,
     Pong,

@@ -1,9 +1,11 @@
 """Building sessions: the parts every session shares (models, loaded once) and the parts each owns.
 
-Shared: the backend (the model, loaded and warmed up once), the voice, YAMNet, Whisper and the Director's
-settings. Per session: its event bus and ids, its ears, its minds (realizer with reflexes, script or
-Director), its backend session behind a model worker and its speech player, all wired into one
-``Conductor``. A session's clock, picture and vocabulary are its backend's (``backend.manifest``).
+Shared: the backend (the model, loaded and warmed up once) or a pool of generator slots elsewhere
+(``streaming_model.pool``), the voice, YAMNet, Whisper and the Director's settings. Per session: its event
+bus and ids, its ears, its minds (realizer with reflexes, script or Director), its backend session behind
+a model worker (reserved from the pool before the session starts: ``NoFreeSlot`` when none is free) and
+its speech player, all wired into one ``Conductor``. A session's clock, picture and vocabulary are its
+backend's (``workers.manifest``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 
 import msgspec
 
-from agent.director_config import ConfigError, DirectorConfig, choose_mind, load_config
+from agent.director_config import ConfigError, DirectorConfig, Mind, choose_mind, load_config
 from agent.minds import Minds
 from agent.reflex import ReflexConfig
 from agent.script import Script, ScriptError, load_script, script_from_builtins
@@ -34,7 +36,8 @@ from server.revival import SessionRecords
 from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
-from streaming_model.worker import ModelWorker
+from streaming_model.pool import LocalWorkers, WorkerPool
+from streaming_model.worker import GeneratorWorker
 from streaming_model.world.palette import NUM_IDENTITIES
 from tools.character import build_toolbox
 from tools.registry import ToolBox
@@ -57,7 +60,7 @@ class SessionFactory:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Backend | None,
         voice: Voice | None = None,
         hearing: Hearing | None = None,
         director: DirectorConfig | None = None,
@@ -66,8 +69,15 @@ class SessionFactory:
         ears: EarsConfig | None = None,
         story_db: str = ":memory:",
         clock: Clock | None = None,
+        workers: WorkerPool | None = None,
     ) -> None:
+        """Sessions' workers come from ``workers``, else from ``backend`` in this process."""
+        if workers is None:
+            if backend is None:
+                raise ValueError("a session factory needs a backend or a worker pool")
+            workers = LocalWorkers(backend)
         self.backend = backend
+        self.workers = workers
         self.voice = voice or Voice()
         self.hearing = hearing or Hearing()
         self.director = director if director is not None else load_config()
@@ -75,7 +85,7 @@ class SessionFactory:
         self.conductor = conductor or ConductorConfig()
         # With a transcriber running, a turn waits a little for its last words before it ends.
         self.ears = ears or EarsConfig(turn=TurnConfig(transcript_wait_ms=800.0))
-        self.manifest = backend.manifest.vocabulary
+        self.manifest = workers.manifest.vocabulary
         self.story_db = story_db
         self.clock = clock
         """The clock sessions run on (None: the event loop's); tests run sessions in virtual time."""
@@ -110,7 +120,7 @@ class SessionFactory:
     ) -> tuple[Conductor, p.SessionStarted]:
         """A conductor for ``start`` (not started yet); ``ValueError`` names a bad field."""
         story, script = await asyncio.to_thread(self._load, start)
-        conductor, tools = self._build(session_id, start, script)
+        conductor, tools = await self._build(session_id, start, script)
         if story is not None:
             store = await self._story_store()
             minds = conductor.minds
@@ -125,6 +135,7 @@ class SessionFactory:
                     seed=conductor.worker.seed,
                 )
             except StoryError as exc:
+                await conductor.close()  # frees its worker (a cluster slot, with Ray)
                 raise ValueError(str(exc)) from None
             if minds.director is not None:
                 register_story_tools(tools, conductor.story)
@@ -139,7 +150,7 @@ class SessionFactory:
         if start is None:
             return None
         _, script = await asyncio.to_thread(self._load, start)
-        conductor, tools = self._build(session_id, start, script)
+        conductor, tools = await self._build(session_id, start, script)
         minds = conductor.minds
         try:
             player, restored = await StoryPlayer.resume(
@@ -191,9 +202,10 @@ class SessionFactory:
             raise ValueError("the plan or story named could not be read") from None
         return story, script
 
-    def _build(
+    async def _build(
         self, session_id: str, start: p.SessionStart, script: Script | None
     ) -> tuple[Conductor, ToolBox]:
+        """The session's parts around a worker from the pool (``NoFreeSlot`` if there is none)."""
         character = start.character or self.defaults.character
         if character not in CHARACTERS:
             raise ValueError(f"character: unknown {character!r}; known: {', '.join(CHARACTERS)}")
@@ -202,6 +214,16 @@ class SessionFactory:
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         seed = start.seed if start.seed is not None else int.from_bytes(session_id.encode()[:4], "big")
+        worker = await self.workers.open(identity=CHARACTERS.index(character), seed=seed, name=session_id)
+        try:
+            return self._wire(session_id, script, mind, worker)
+        except BaseException:
+            await worker.close()  # a slot reserved for a session that never came is freed at once
+            raise
+
+    def _wire(
+        self, session_id: str, script: Script | None, mind: Mind, worker: GeneratorWorker
+    ) -> tuple[Conductor, ToolBox]:
         stamper = Stamper(session_id)
         bus = EventBus()
         tools = build_toolbox(self.manifest, tuple(script.places) if script is not None else ())
@@ -217,8 +239,6 @@ class SessionFactory:
             voice="server",
         )
         ears = EarsService(Ears(stamper, self.ears, self.hearing.listeners(stamper)), bus)
-        # Opened (prefilled) in the worker's thread, not on the loop the other sessions share.
-        worker = ModelWorker(self.backend, identity=CHARACTERS.index(character), seed=seed, name=session_id)
         conductor = Conductor(
             session_id=session_id,
             worker=worker,

@@ -13,6 +13,11 @@ chunk in the same trip to the thread (commit, decode, then the caller's ``finish
 and keep the time finishing took (``finish_times``): a chunk cannot be interrupted once denoised. One
 worker serves one session today; its calls name no session-global state, so it can grow a queue per
 session later.
+
+``GeneratorWorker`` is what a session's conductor needs of a worker: this in-process one and a remote one
+(``server.cluster``, a Ray actor) are interchangeable behind it. The chunk steps themselves
+(``produce_chunk``, ``replace_chunk``, ``capture_state``, ``restore_into``) are plain functions on a
+backend session, so a remote worker runs exactly the same steps in its own process.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import msgspec
 import numpy as np
 import torch
 
@@ -33,6 +39,140 @@ from .condition import ChunkCondition
 from .runtime import SessionSnapshot
 
 T = TypeVar("T")
+
+
+class Cancel(threading.Event):
+    """A cancel flag that also calls back whoever listens when it is set (a remote worker forwards it to
+    the process generating). Set it from any thread; a listener added after it was set runs at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._listeners: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def set(self) -> None:
+        with self._lock:
+            super().set()
+            listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener()
+
+    def when_set(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (once) when the flag is set, or now if it is set already."""
+        with self._lock:
+            if not self.is_set():
+                self._listeners.append(listener)
+                return
+        listener()
+
+
+class WorkerMoved(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's generator moved to another worker because its own died: it went on from generator chunk
+    ``gen_chunk`` after a freeze of ``frozen_ms`` (from the failure noticed to the session running again,
+    ``replayed`` chunks regenerated from its latest snapshot); ``exact`` when the picture continues exactly
+    as it would have (exact snapshots, deterministic backend)."""
+
+    gen_chunk: int
+    frozen_ms: float
+    replayed: int
+    exact: bool
+
+
+class GeneratorWorker(Protocol):
+    """What a session's conductor uses of its model worker, wherever the worker runs.
+
+    ``finish`` runs where the frames are (a remote worker sends it there: a module-level function or a
+    ``functools.partial`` of one), so what comes back is its result (JPEG images), not raw arrays."""
+
+    @property
+    def manifest(self) -> BackendManifest:
+        """The backend's declaration (clock, picture, vocabulary, capabilities, costs)."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """The session's seed."""
+        ...
+
+    @property
+    def finish_times(self) -> deque[float]:
+        """Seconds recent chunks took from denoised to finished (commit, decode, ``finish``)."""
+        ...
+
+    on_moved: Callable[[WorkerMoved], None] | None
+    """Set by the session: called (on the event loop) when its generator moved to another worker."""
+
+    async def produce(
+        self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """The next chunk under ``cond``, committed and finished; None (nothing committed) if cancelled
+        before it was denoised."""
+        ...
+
+    async def replace(
+        self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """The last committed chunk again under ``cond``; None (and the session as it was) if cancelled."""
+        ...
+
+    async def capture(self) -> SessionSnapshot | bytes:
+        """The committed state now, for the story store."""
+        ...
+
+    async def restore_state(self, state: object) -> None:
+        """Continue from a stored state (``SnapshotError`` if it is not one of the backend's)."""
+        ...
+
+    async def close(self) -> None:
+        """Free the session and what serves it. Idempotent."""
+        ...
+
+
+def produce_chunk(
+    session: BackendSession,
+    manifest: BackendManifest,
+    cond: ChunkCondition,
+    cancel: threading.Event,
+    finish: Callable[[np.ndarray], T],
+    finish_times: deque[float],
+) -> T | None:
+    """Generate, commit and finish the next chunk of ``session`` (in the thread that owns it); None, with
+    nothing committed, when ``cancel`` was set before it was denoised. Appends the finishing time."""
+    pending = session.generate(apply_fallbacks(cond, manifest), cancel)
+    if pending is None or cancel.is_set():
+        return None  # also when it finished in the same instant it was cancelled: commit nothing
+    denoised = time.perf_counter()
+    out = finish(session.commit(pending))
+    finish_times.append(time.perf_counter() - denoised)
+    return out
+
+
+def replace_chunk(
+    session: BackendSession,
+    manifest: BackendManifest,
+    cond: ChunkCondition,
+    cancel: threading.Event,
+    finish: Callable[[np.ndarray], T],
+    finish_times: deque[float],
+) -> T | None:
+    """``produce_chunk`` in place of the last committed chunk; when cancelled, the session is restored."""
+    before = session.snapshot()
+    session.rollback(1)
+    out = produce_chunk(session, manifest, cond, cancel, finish, finish_times)
+    if out is None:
+        session.restore(before)
+    return out
+
+
+def capture_state(session: BackendSession) -> SessionSnapshot | bytes:
+    """The committed state: the tiny model's snapshot as it is, any other backend's as portable bytes."""
+    snap = session.snapshot()
+    return snap if isinstance(snap, SessionSnapshot) else session.export_state(snap)
+
+
+def restore_into(session: BackendSession, state: object) -> None:
+    """Continue ``session`` from a stored state: its backend's bytes, or a snapshot object."""
+    session.restore(session.import_state(state) if isinstance(state, bytes) else state)
 
 
 class ModelWorker:
@@ -52,6 +192,8 @@ class ModelWorker:
         self.seed = seed
         self.finish_times: deque[float] = deque(maxlen=200)
         """Seconds each chunk took from denoised to finished (commit, decode, ``finish``)."""
+        self.on_moved: Callable[[WorkerMoved], None] | None = None
+        """Never called: an in-process worker does not move."""
         # torch's intra-op thread count is per process: the generator owns one core by default, the other
         # is left to listening, voice, network and the Director.
         self._pool = ThreadPoolExecutor(
@@ -127,35 +269,19 @@ class ModelWorker:
     def _produce(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        session = self.session
-        pending = session.generate(apply_fallbacks(cond, self.manifest), cancel)
-        if pending is None or cancel.is_set():
-            return None  # also when it finished in the same instant it was cancelled: commit nothing
-        denoised = time.perf_counter()
-        out = finish(session.commit(pending))
-        self.finish_times.append(time.perf_counter() - denoised)
-        return out
+        return produce_chunk(self.session, self.manifest, cond, cancel, finish, self.finish_times)
 
     def _replace(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        session = self.session
-        before = session.snapshot()
-        session.rollback(1)
-        out = self._produce(cond, cancel, finish)
-        if out is None:
-            session.restore(before)
-        return out
+        return replace_chunk(self.session, self.manifest, cond, cancel, finish, self.finish_times)
 
     def _capture(self) -> SessionSnapshot | bytes:
-        session = self.session
-        snap = session.snapshot()
-        return snap if isinstance(snap, SessionSnapshot) else session.export_state(snap)
+        return capture_state(self.session)
 
     def _close(self) -> None:
         if self._opened.exception() is None:  # done: it ran before this call
             self.session.close()
 
     def _restore_state(self, state: object) -> None:
-        session = self.session
-        session.restore(session.import_state(state) if isinstance(state, bytes) else state)
+        restore_into(self.session, state)

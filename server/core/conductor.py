@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -67,10 +67,10 @@ from server.core.media_out import MediaOut
 from server.core.notices import Notices
 from server.core.outputs import AudioOut, Figures, Output, Sink, StoryMoved, VideoOut
 from server.core.schedule import ChunkSchedule, Clock
-from server.media import MediaClock, encode_jpeg
+from server.media import MediaClock, encode_frames
 from server.speech import SpeechPlayer
 from streaming_model.runtime import SessionSnapshot
-from streaming_model.worker import ModelWorker
+from streaming_model.worker import Cancel, GeneratorWorker, WorkerMoved
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Conductor:
         self,
         *,
         session_id: str,
-        worker: ModelWorker,
+        worker: GeneratorWorker,
         minds: Minds,
         bus: EventBus,
         ears: EarsService,
@@ -153,6 +153,8 @@ class Conductor:
         )
         self.decider = Decider(minds, player, self.clock, lambda: self.media.last_frame)
         self.notices = Notices(bus, minds, self._out, self.metrics, self.config.metrics_every_s)
+        self._encode = functools.partial(encode_frames, quality=self.config.jpeg_quality)
+        """Finishes a chunk where it was made (with commit and decode): its frames as JPEG images."""
         self._sink: Sink | None = None
         self._attached = asyncio.Event()  # cleared while no client is there: generation pauses
         self._attached.set()
@@ -173,6 +175,7 @@ class Conductor:
         self._restoring = False  # a story rewind or resume is putting a checkpoint back
         self.on_fatal: Callable[[str], Coroutine[Any, Any, None]] | None = None
         """Set by the server: called once, with a message for the client, if a task the session needs fails."""
+        worker.on_moved = self._worker_moved
 
     @property
     def chunks_sent(self) -> int:
@@ -245,6 +248,19 @@ class Conductor:
         self.bus.close()
         # Off the event loop: the chunk in flight finishes first, and other sessions must not wait for it.
         await self.worker.close()
+        self.worker.on_moved = None  # it refers back to this conductor
+
+    def _worker_moved(self, moved: WorkerMoved) -> None:
+        """The generator's worker died and the session went on on another: the media clock waits out the
+        freeze, and the client hears of it."""
+        self.schedule.delay(moved.frozen_ms / 1000.0)
+        log.warning(
+            "session %s: its generator worker died; it continues on another from chunk %d after %.0f ms",
+            self.session_id,
+            moved.gen_chunk,
+            moved.frozen_ms,
+        )
+        asyncio.get_running_loop().create_task(self._out(moved))
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._closed:
@@ -433,7 +449,7 @@ class Conductor:
         """Generate a committed, unsent chunk again under ``out``; None (and the old chunk kept, the
         generator as it was) when the new one would not be ready by ``deadline``."""
         schedule = self.schedule
-        cancel = threading.Event()
+        cancel = Cancel()
         timer = schedule.clock.call_at(deadline, cancel.set)
         started = schedule.now()
         assert redo.out is not None
@@ -471,7 +487,7 @@ class Conductor:
         started = schedule.now()
         late: Redecision | None = None  # a new decision that came after the denoising had finished
         while True:
-            cancel = threading.Event()
+            cancel = Cancel()
             job = asyncio.ensure_future(self.worker.produce(chunk.condition, cancel, self._encode))
             redo = await self._watch(job, chunk, reflects)
             if redo is None:
@@ -548,10 +564,6 @@ class Conductor:
         return await self.decider.redecide(
             chunk.gen_chunk, chunk.index, chunk.decision, chunk.condition, regenerate=regenerate
         )
-
-    def _encode(self, frames: Any) -> list[bytes]:
-        """Worker thread: a chunk's frames as JPEG images (finishing it, with commit and decode)."""
-        return [encode_jpeg(f, self.config.jpeg_quality) for f in frames]
 
     async def _capture(self) -> SessionSnapshot | bytes | None:
         """The generator's state for a story checkpoint, encoded in the worker; None when the backend

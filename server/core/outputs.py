@@ -15,6 +15,7 @@ import msgspec
 from agent.progress import CharacterSpeech, DirectorError, DirectorPlan
 from agent.story.state import StoryView
 from events.vocabulary import SoundClass, SoundOnset, SpeechStarted, SpeechStopped, Transcript
+from streaming_model.worker import WorkerMoved
 
 
 class VideoOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,7 +72,7 @@ Heard = Union[SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Transcript] 
 Progress = Union[CharacterSpeech, DirectorPlan, DirectorError]  # noqa: UP007
 """What the minds did that the client hears of."""
 
-Notice = Union[Heard, Progress, StoryMoved, Unshown, Figures]  # noqa: UP007
+Notice = Union[Heard, Progress, StoryMoved, Unshown, Figures, WorkerMoved]  # noqa: UP007
 Output = Union[VideoOut, AudioOut, Notice]  # noqa: UP007
 
 Sink = Callable[[Output], Awaitable[None]]

@@ -119,6 +119,11 @@ class ChunkSchedule:
             self._t0 += self.clock.time() - self._left_at
             self._left_at = None
 
+    def delay(self, seconds: float) -> None:
+        """The media clock waits ``seconds`` (the generator froze: its worker died and it moved), so the
+        frames after the freeze keep their pace instead of coming late in a burst."""
+        self._t0 += seconds
+
     def typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""
         return float(np.median(self.chunk_times)) if self.chunk_times else self.media.chunk_s / 2

@@ -117,3 +117,19 @@ def test_eval_rebuild_refuses_a_results_file_that_is_not_one(tmp_path, capsys) -
     (tmp_path / "results.json").write_text('{"seeds": "many"}')
     assert main(["eval", "--out", str(tmp_path), "--rebuild"]) == 2
     assert "is not the results of an onstage eval run" in capsys.readouterr().err
+
+
+def test_serve_takes_ray_from_the_flag_or_the_config_file_and_names_a_bad_setting(tmp_path, capsys) -> None:
+    from server.cli import build_parser, serve_config
+
+    assert serve_config(build_parser().parse_args(["serve"])).ray.address is None  # no Ray unless asked
+    assert serve_config(build_parser().parse_args(["serve", "--ray", "local"])).ray.address == "local"
+    toml = tmp_path / "onstage.toml"
+    toml.write_text('[server.ray]\naddress = "10.0.0.5:6379"\nlocal_slots = 3\n')
+    config = serve_config(build_parser().parse_args(["serve", "--config", str(toml)]))
+    assert (config.ray.address, config.ray.local_slots) == ("10.0.0.5:6379", 3)
+    flagged = serve_config(build_parser().parse_args(["serve", "--config", str(toml), "--ray", "local"]))
+    assert (flagged.ray.address, flagged.ray.local_slots) == ("local", 3)
+    toml.write_text('[server.ray]\naddress = "local"\nsessions_per_slot = 0\n')
+    assert main(["serve", "--config", str(toml)]) == 2
+    assert "ray setting sessions_per_slot must be at least 1, got 0" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import pytest
 
 from server.client import SessionClient
 from server.limits import Limits
+from streaming_model.worker import ModelWorker
 from tests.support.serving import serving, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -108,7 +109,10 @@ async def test_a_session_that_ended_is_freed_at_once_not_at_some_later_collectio
                 started = await client.start(seed=1)
                 await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=20)
                 conductor = weakref.ref(srv.sessions[started["session_id"]].conductor)
-                model = weakref.ref(srv.sessions[started["session_id"]].conductor.worker.session)
+                worker = srv.sessions[started["session_id"]].conductor.worker
+                assert isinstance(worker, ModelWorker)
+                model = weakref.ref(worker.session)
+                del worker
             await until(lambda: conductor() is None and model() is None)
     finally:
         gc.enable()

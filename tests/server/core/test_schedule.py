@@ -52,6 +52,15 @@ def test_a_pause_shifts_the_media_clock_by_the_time_the_client_was_away() -> Non
     assert s.send_at(10) == pytest.approx(before + 7.5)
 
 
+def test_a_generator_freeze_delays_the_media_clock_by_its_length() -> None:
+    clock = VirtualClock()
+    s = schedule(clock)
+    s.begin(0.0)
+    before = (s.send_at(10), s.frame_at(41), s.start_at(10))
+    s.delay(0.6)
+    assert (s.send_at(10), s.frame_at(41), s.start_at(10)) == pytest.approx(tuple(t + 0.6 for t in before))
+
+
 def test_a_redo_is_tried_only_while_the_time_left_exceeds_the_margin_times_the_typical_chunk() -> None:
     clock = VirtualClock()
     s = schedule(clock)

@@ -1,0 +1,173 @@
+"""What a session costs on a generator worker on Ray against one in-process, in one run.
+
+    .venv/bin/python benchmarks/cluster.py                 # both parts (about two minutes)
+    .venv/bin/python benchmarks/cluster.py --chunks 120 --rounds 3
+
+Part 1, chunk time: the tiny model's chunks generated, committed and encoded to JPEG by an in-process
+``ModelWorker`` and by a ``RemoteWorker`` on a local Ray slot actor (``ray.init`` in this process, one
+slot), the same conditions, in alternating blocks so that a busy machine weighs on both alike; and the
+round trip of an empty actor call (the per-call overhead). Part 2, reaction at the client: two real
+servers (``onstage serve`` and ``onstage serve --ray local``, each in its own process), one session at a
+time on each in turn, gestures sent over the WebSocket: from sending one to the first frame whose
+``reflects`` names it; and each session's on-time share (its last ``metrics``). Ratios are Ray over
+in-process. Ray is shut down at the end of each part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+
+import numpy as np
+import ray
+from reaction import last_frame_of
+from served import served, session_url
+
+from server.client import SessionClient
+from server.cluster.remote import RaySlots
+from server.cluster.settings import ClusterSettings
+from server.media import encode_frames
+from streaming_model.condition import ChunkCondition
+from streaming_model.tiny import TinyBackend
+from streaming_model.worker import Cancel, GeneratorWorker, ModelWorker
+
+LOCAL = """
+[server.limits]
+max_sessions = 1
+resume_grace_s = 0.2
+"""
+RAY = (
+    LOCAL
+    + """
+[server.ray]
+address = "local"
+local_slots = 1
+"""
+)
+GAP_CHUNKS = 15  # between gestures: past the reflexes' 2 s cooldown on the tiny model's clock
+
+
+def p50_p95(values: list[float]) -> tuple[float, float]:
+    p50, p95 = np.percentile(np.asarray(values), [50, 95])
+    return float(p50), float(p95)
+
+
+async def chunk_times(worker: GeneratorWorker, n: int) -> list[float]:
+    """Seconds each of ``n`` chunks took from the call to its JPEG images in hand."""
+    conds = [ChunkCondition(action=("idle", "wave", "nod")[i // 8 % 3]) for i in range(n)]
+    times = []
+    for cond in conds:
+        t = time.perf_counter()
+        assert await worker.produce(cond, Cancel(), encode_frames) is not None
+        times.append(time.perf_counter() - t)
+    return times
+
+
+async def part_chunks(chunks: int, block: int) -> list[str]:
+    local = ModelWorker(TinyBackend.load(), identity=0, seed=1)
+    slots = await asyncio.to_thread(
+        RaySlots.connect, ClusterSettings(address="local", local_slots=1), "tiny", {}
+    )
+    try:
+        remote = await slots.open(identity=0, seed=1, name="bench")
+        await chunk_times(local, 4)  # warm both: a session's first chunks run slower
+        await chunk_times(remote, 4)
+        got: dict[str, list[float]] = {"in-process": [], "Ray actor": []}
+        for _ in range(chunks // block):
+            got["in-process"] += await chunk_times(local, block)
+            got["Ray actor"] += await chunk_times(remote, block)
+        slot, _ = slots.slots[0]
+        trips: list[float] = []
+        for _ in range(200):
+            t = time.perf_counter()
+            await slot.generating.remote()
+            trips.append(time.perf_counter() - t)
+        await remote.close()
+    finally:
+        await local.close()
+        await slots.close()
+    (l50, l95), (r50, r95) = p50_p95(got["in-process"]), p50_p95(got["Ray actor"])
+    t50, t95 = p50_p95(trips)
+    # The remote session's chunk j has index 4 + j (after the warm-up): those at a multiple of
+    # snapshot_every began with a snapshot saved (its export on the actor's other thread).
+    every = slots.snapshot_every
+    saving = [t for j, t in enumerate(got["Ray actor"]) if (4 + j) % every == 0]
+    other = [t for j, t in enumerate(got["Ray actor"]) if (4 + j) % every != 0]
+    (s50, s95), (o50, o95) = p50_p95(saving), p50_p95(other)
+    return [
+        f"Chunk time (generate, commit, decode, JPEG; {chunks} chunks each, blocks of {block}), ms:",
+        "",
+        "| worker | p50 | p95 |",
+        "|---|---|---|",
+        f"| in-process | {1e3 * l50:.1f} | {1e3 * l95:.1f} |",
+        f"| Ray actor (same machine) | {1e3 * r50:.1f} | {1e3 * r95:.1f} |",
+        f"| ratio Ray / in-process | {r50 / l50:.2f} | {r95 / l95:.2f} |",
+        f"| Ray actor: chunks that saved a snapshot (1 in {every}) | {1e3 * s50:.1f} | {1e3 * s95:.1f} |",
+        f"| Ray actor: the other chunks | {1e3 * o50:.1f} | {1e3 * o95:.1f} |",
+        f"| empty actor call (per-call overhead) | {1e3 * t50:.2f} | {1e3 * t95:.2f} |",
+    ]
+
+
+async def gestures(url: str, seed: int, n: int) -> tuple[list[float], float]:
+    """Reaction seconds of ``n`` gestures in one session, and its last reported on-time share."""
+    async with SessionClient(url) as client:
+        await client.start(seed=seed)
+        reactions = []
+        for i in range(n):
+            await last_frame_of(client, 8 + i * GAP_CHUNKS)
+            since = len(client.received.messages)
+            sent = await client.send({"type": "input.gesture", "gesture": "wave", "ref": f"g{i}"})
+            accepted = await client.wait_for(
+                lambda m, i=i: m.get("type") == "input.accepted" and m.get("ref") == f"g{i}", 5, since
+            )
+            frame = await client.wait_frame(lambda f, e=accepted["event_id"]: e in f.header["reflects"], 10)
+            reactions.append(frame.t - sent)
+        await client.wait_type("metrics", timeout=5)
+        on_time = client.received.of_type("metrics")[-1]["on_time"]
+    await asyncio.sleep(0.5)  # past the server's resume grace: the session is gone before the next
+    return reactions, on_time
+
+
+async def part_reaction(rounds: int, per_session: int) -> list[str]:
+    got: dict[str, tuple[list[float], list[float]]] = {"in-process": ([], []), "Ray actor": ([], [])}
+    async with contextlib.AsyncExitStack() as stack:
+        urls = {
+            "in-process": session_url(await stack.enter_async_context(served(LOCAL))),
+            "Ray actor": session_url(await stack.enter_async_context(served(RAY))),
+        }
+        for r in range(rounds):
+            for name, url in urls.items():
+                reactions, on_time = await gestures(url, 40 + r, per_session)
+                got[name][0].extend(reactions)
+                got[name][1].append(on_time)
+    rows = {name: (p50_p95(reactions), min(on_times)) for name, (reactions, on_times) in got.items()}
+    (l50, l95), _ = rows["in-process"]
+    (r50, r95), _ = rows["Ray actor"]
+    return [
+        f"Gesture to first reflecting frame at the client ({rounds * per_session} gestures each), ms:",
+        "",
+        "| generator | p50 | p95 | on-time share (worst session) |",
+        "|---|---|---|---|",
+        *(f"| {name} | {1e3 * a:.0f} | {1e3 * b:.0f} | {ot:.3f} |" for name, ((a, b), ot) in rows.items()),
+        f"| ratio Ray / in-process | {r50 / l50:.2f} | {r95 / l95:.2f} | |",
+    ]
+
+
+async def main(args: argparse.Namespace) -> None:
+    lines = await part_chunks(args.chunks, args.block)
+    assert not ray.is_initialized()
+    lines += ["", *await part_reaction(args.rounds, args.gestures)]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=80, help="chunks per worker in part 1")
+    parser.add_argument("--block", type=int, default=10, help="chunks in a row on one worker")
+    parser.add_argument("--rounds", type=int, default=2, help="sessions per server in part 2")
+    parser.add_argument("--gestures", type=int, default=6, help="gestures per session")
+    asyncio.run(main(parser.parse_args()))

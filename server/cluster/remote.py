@@ -1,0 +1,297 @@
+"""The front end's side of generator workers on Ray: a pool of slot actors and a remote worker per session.
+
+    pool = await asyncio.to_thread(RaySlots.connect, ClusterSettings(address="local"), "tiny", {})
+    worker = await pool.open(identity=2, seed=7, name="ab12")     # NoFreeSlot when every slot is taken
+    jpegs = await worker.produce(cond, cancel, finish)             # cancel.set() reaches the actor
+    await worker.close(); await pool.close()
+
+``connect`` joins (or starts) Ray, makes sure every ``onstage_slot`` of the cluster has its named actor
+(``slot-0``, ``slot-1``, ... in the ``onstage`` namespace: several front ends share them) and waits until
+they have loaded the backend. A session's slot is reserved in the actor itself, so two front ends can never
+both take the last one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayActorError
+
+from server.cluster.settings import SLOT_RESOURCE, ClusterSettings
+from server.cluster.slot import GeneratorSlot
+from streaming_model.backend import BackendManifest
+from streaming_model.condition import ChunkCondition
+from streaming_model.pool import NoFreeSlot
+from streaming_model.worker import Cancel, WorkerMoved
+
+T = TypeVar("T")
+
+NAMESPACE = "onstage"
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot serve generators (no slots declared, or they did not come up); says why."""
+
+
+class RemoteWorker:
+    """A ``GeneratorWorker`` whose session lives in a slot actor: the conductor's calls become actor calls,
+    a set ``Cancel`` becomes the actor's ``cancel`` (its own concurrency group, so it lands mid-chunk).
+
+    It survives its slot's death: it keeps the session's latest saved state (fetched from the actor in
+    the background after each chunk the actor saved one for, never waited for) and the conditions of the
+    chunks committed since; when a call finds the actor dead, another slot adopts the session from there
+    and the call is made again, and ``on_moved`` says so."""
+
+    def __init__(
+        self, pool: RaySlots, slot: ActorHandle, node: str, key: str, identity: int, seed: int
+    ) -> None:
+        self.pool = pool
+        self.slot = slot
+        self.node = node
+        """The Ray node the session's generator runs on."""
+        self.key = key
+        self.identity = identity
+        self.seed = seed
+        self.manifest = pool.manifest
+        self.finish_times: deque[float] = deque(maxlen=200)
+        """Seconds each chunk took in the actor from denoised to finished (commit, decode, ``finish``)."""
+        self.on_moved: Callable[[WorkerMoved], None] | None = None
+        self._calls = itertools.count()
+        self._closed = False
+        self._index = 0  # chunks committed
+        self._saved: tuple[int, object] | None = None  # the latest saved state and its chunk index
+        self._since: dict[int, ChunkCondition] = {}  # conditions of the chunks committed after it
+        self._fetching: asyncio.Task[None] | None = None
+        self._history = 0  # goes up when the session is restored: a state fetched before is of another
+
+    async def produce(
+        self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """The next chunk, generated, committed and finished in the actor; None if cancelled first."""
+        out = await self._chunk("produce", cond, cancel, finish)
+        if out is not None:
+            self._since[self._index] = cond
+            self._index += 1
+            if (self._index - 1) % self.pool.snapshot_every == 0:
+                self._fetch_saved()  # the actor saved the state this chunk began from
+        return out
+
+    async def replace(
+        self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """The last committed chunk again under ``cond``, in the actor; None (nothing changed) if cancelled."""
+        out = await self._chunk("replace", cond, cancel, finish)
+        if out is not None:
+            self._since[self._index - 1] = cond
+        return out
+
+    async def capture(self) -> bytes:
+        """The committed state, as the backend's portable bytes."""
+        result: bytes = await self._call(lambda slot: slot.capture.remote(self.key))
+        return result
+
+    async def restore_state(self, state: object) -> None:
+        """Continue from a stored state (bytes, or an older checkpoint's snapshot object)."""
+        self._index = await self._call(lambda slot: slot.restore.remote(self.key, state))
+        self._saved, self._since = (self._index, state), {}
+        self._history += 1
+
+    async def close(self) -> None:
+        """Close the session in the actor, freeing the slot. Idempotent; a dead actor has nothing to free."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._fetching is not None:
+            self._fetching.cancel()
+        with contextlib.suppress(RayActorError):
+            await self.slot.close.remote(self.key)
+
+    async def _chunk(
+        self, method: str, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        call = next(self._calls)
+
+        def submit(slot: ActorHandle) -> Any:
+            # The listener runs on the thread that sets the flag; submitting an actor call does not wait.
+            ref = getattr(slot, method).remote(self.key, call, cond, finish)
+            cancel.when_set(lambda: slot.cancel.remote(self.key, call))
+            return ref
+
+        out, finish_s = await self._call(submit)
+        if finish_s is not None:
+            self.finish_times.append(finish_s)
+        result: T | None = out
+        return result
+
+    async def _call(self, submit: Callable[[ActorHandle], Any]) -> Any:
+        """``submit(slot)``'s result; if the slot's actor died, move the session and submit again."""
+        while True:
+            slot = self.slot
+            try:
+                return await submit(slot)
+            except RayActorError:
+                if self._closed:
+                    raise
+                if self.slot is slot:  # (another call may have moved it already)
+                    await self._move()
+
+    def _fetch_saved(self) -> None:
+        """Fetch the actor's latest saved state in the background (one fetch at a time)."""
+        if self._fetching is None or self._fetching.done():
+            self._fetching = asyncio.get_running_loop().create_task(self._fetch(self.slot))
+
+    async def _fetch(self, slot: ActorHandle) -> None:
+        newer_than = self._saved[0] if self._saved is not None else -1
+        history = self._history
+        with contextlib.suppress(RayActorError):
+            saved = await slot.saved.remote(self.key, newer_than)
+            if saved is not None and slot is self.slot and history == self._history:
+                self._saved = saved
+                self._since = {i: c for i, c in self._since.items() if i >= saved[0]}
+
+    async def _move(self) -> None:
+        """Have another slot adopt the session from its saved state (``NoFreeSlot`` if none is free)."""
+        noticed = time.perf_counter()
+        dead = self.slot
+        if self._fetching is not None:
+            self._fetching.cancel()
+        slot, node = await self.pool.reserve(self.key, exclude=dead)
+        start, state = self._saved if self._saved is not None else (0, None)
+        replay = [self._since[i] for i in range(start, self._index)]
+        await slot.adopt.remote(self.key, self.identity, self.seed, state, replay)
+        self.slot, self.node = slot, node
+        caps = self.manifest.capabilities
+        moved = WorkerMoved(
+            gen_chunk=self._index,
+            frozen_ms=round(1000.0 * (time.perf_counter() - noticed), 1),
+            replayed=len(replay),
+            exact=caps.deterministic and (state is None or caps.snapshots == "exact"),
+        )
+        if self.on_moved is not None:
+            self.on_moved(moved)
+
+
+class RaySlots:
+    """A ``WorkerPool`` of the cluster's generator slots."""
+
+    def __init__(
+        self,
+        slots: list[tuple[ActorHandle, str]],
+        manifest: BackendManifest,
+        owns_ray: bool,
+        snapshot_every: int = ClusterSettings().snapshot_every,
+    ) -> None:
+        """``slots``: the actors and their nodes, interleaved by node so sessions spread over nodes;
+        ``snapshot_every``: the actors' (when to fetch a session's saved state)."""
+        self.slots = slots
+        self.snapshot_every = snapshot_every
+        self._manifest = manifest
+        self._owns_ray = owns_ray
+
+    @property
+    def manifest(self) -> BackendManifest:
+        return self._manifest
+
+    @classmethod
+    def connect(cls, settings: ClusterSettings, backend: str, options: dict[str, str]) -> RaySlots:
+        """Join the cluster (or start Ray here for ``local``; use the connection already made if there is
+        one) and bring up a slot actor per ``onstage_slot``. Blocks: call it in a thread."""
+        settings.check()
+        owns = not ray.is_initialized()
+        if owns and settings.address == "local":
+            ray.init(
+                num_cpus=settings.local_slots,
+                resources={SLOT_RESOURCE: settings.local_slots},
+                include_dashboard=False,
+                namespace=NAMESPACE,
+            )
+        elif owns:
+            ray.init(address=settings.address, namespace=NAMESPACE)
+        try:
+            return cls._bring_up(settings, backend, options, owns)
+        except BaseException:
+            if owns:
+                ray.shutdown()
+            raise
+
+    @classmethod
+    def _bring_up(
+        cls, settings: ClusterSettings, backend: str, options: dict[str, str], owns: bool
+    ) -> RaySlots:
+        total = int(ray.cluster_resources().get(SLOT_RESOURCE, 0))
+        if total < 1:
+            raise ClusterError(
+                f"the Ray cluster declares no {SLOT_RESOURCE} resource: start its worker nodes with"
+                f" --resources '{{\"{SLOT_RESOURCE}\": N}}' (N generator slots each)"
+            )
+        actors = [
+            GeneratorSlot.options(  # type: ignore[attr-defined]
+                name=f"slot-{i}",
+                namespace=NAMESPACE,
+                get_if_exists=True,
+                resources={SLOT_RESOURCE: 1},
+                num_cpus=0,  # the slot resource is what places it
+                max_restarts=-1,  # a slot whose process died comes back (empty: its sessions moved)
+            ).remote(backend, options, settings.sessions_per_slot, settings.threads, settings.snapshot_every)
+            for i in range(total)
+        ]
+        try:
+            places = ray.get([a.where.remote() for a in actors], timeout=settings.start_timeout_s)
+            manifests = ray.get([a.manifest.remote() for a in actors], timeout=settings.start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise ClusterError(
+                f"the {total} generator slot actors were not all up within {settings.start_timeout_s:g} s"
+            ) from None
+        if any(m.vocabulary != manifests[0].vocabulary for m in manifests):
+            raise ClusterError("the cluster's slots serve different backends (another front end's?)")
+        by_node: dict[str, list[ActorHandle]] = {}
+        for actor, (node, _) in zip(actors, places, strict=True):
+            by_node.setdefault(node, []).append(actor)
+        columns = [[(actor, node) for actor in group] for node, group in by_node.items()]
+        interleaved = [pair for row in itertools.zip_longest(*columns) for pair in row if pair is not None]
+        return cls(interleaved, manifests[0], owns, settings.snapshot_every)
+
+    async def open(self, *, identity: int, seed: int, name: str) -> RemoteWorker:
+        """Reserve a free slot for session ``name`` and open its session there (prefilled in the actor)."""
+        slot, node = await self.reserve(name)
+        try:
+            await slot.open.remote(name, identity, seed)
+        except BaseException:
+            with contextlib.suppress(RayActorError):
+                await slot.release.remote(name)
+            raise
+        return RemoteWorker(self, slot, node, name, identity, seed)
+
+    async def reserve(self, name: str, exclude: ActorHandle | None = None) -> tuple[ActorHandle, str]:
+        """A slot (and its node) with a place held for session ``name``; ``NoFreeSlot`` if none has one."""
+        for slot, node in self.slots:
+            if slot is exclude:
+                continue
+            try:
+                if await slot.reserve.remote(name):
+                    return slot, node
+            except RayActorError:
+                continue  # a dead slot takes no sessions (a restarting one will again)
+        raise NoFreeSlot(f"every generator slot is taken ({len(self.slots)} in the cluster); try again later")
+
+    async def held(self) -> int:
+        """Places reserved now over the live slots (a session's is given back as its worker closes)."""
+        held = 0
+        for slot, _ in self.slots:
+            with contextlib.suppress(RayActorError):
+                held += await slot.held.remote()
+        return held
+
+    async def close(self) -> None:
+        """Leave Ray if this pool joined it (the slot actors it made end with it)."""
+        if self._owns_ray:
+            await asyncio.to_thread(ray.shutdown)

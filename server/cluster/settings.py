@@ -1,0 +1,35 @@
+"""Configuration of generator workers on Ray (readable without Ray installed)."""
+
+from __future__ import annotations
+
+import msgspec
+
+SLOT_RESOURCE = "onstage_slot"
+"""The custom resource a Ray node declares once per generator slot it offers (``ray start --resources
+'{"onstage_slot": 2}'``); each slot actor needs one."""
+
+
+class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where the generator workers run: in this process (no ``address``) or on a Ray cluster."""
+
+    address: str | None = None
+    """``local``: start Ray on this machine with ``local_slots`` slots; a Ray address (``ray://host:10001``,
+    ``host:6379`` or ``auto``): join that cluster and use every slot its nodes declare. None: no Ray."""
+    local_slots: int = 2
+    """Slots of the Ray started by ``address = "local"``."""
+    sessions_per_slot: int = 1
+    """Sessions one slot actor serves at once (each with its own state; their chunks take turns)."""
+    threads: int = 1
+    """torch threads of each slot actor."""
+    snapshot_every: int = 4
+    """Each session's state is saved every this many chunks (exported off the generating thread and kept
+    by the front end): a session whose worker dies goes on elsewhere from there, regenerating at most this
+    many chunks."""
+    start_timeout_s: float = 180.0
+    """How long the slot actors may take to be placed and to load the backend before serving gives up."""
+
+    def check(self) -> None:
+        """``ValueError`` naming the first setting out of range."""
+        for name in ("local_slots", "sessions_per_slot", "threads", "snapshot_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ray setting {name} must be at least 1, got {getattr(self, name)}")

@@ -1,0 +1,194 @@
+"""Generator workers on Ray: a real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``,
+one ``onstage_slot`` per node), real slot actors with the shipped model, a real server on loopback and a
+real client. Ray starts once for the module and is shut down at its end."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from server.app import OnstageServer  # noqa: E402
+from server.client import SessionClient  # noqa: E402
+from server.cluster.remote import RaySlots, RemoteWorker  # noqa: E402
+from server.cluster.settings import SLOT_RESOURCE, ClusterSettings  # noqa: E402
+from server.cluster.slot import GeneratorSlot  # noqa: E402
+from server.limits import Limits  # noqa: E402
+from server.media import encode_frames  # noqa: E402
+from server.sessions import SessionFactory  # noqa: E402
+from streaming_model.condition import ChunkCondition  # noqa: E402
+from streaming_model.worker import Cancel  # noqa: E402
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NODE: dict[str, Any] = {
+    "num_cpus": 1,
+    "resources": {SLOT_RESOURCE: 1},
+    "object_store_memory": 80 * 1024 * 1024,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """Two Ray nodes on this machine, one generator slot each."""
+    nodes = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    try:
+        nodes.add_node(**NODE)
+        ray.init(address=nodes.address, namespace="onstage")
+        nodes.wait_for_nodes()
+        yield nodes
+    finally:
+        ray.shutdown()
+        nodes.shutdown()
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def slots(cluster: Cluster) -> RaySlots:
+    return await asyncio.to_thread(RaySlots.connect, ClusterSettings(address="auto"), "tiny", {})
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def ray_server(factory: SessionFactory, slots: RaySlots) -> AsyncIterator[OnstageServer]:
+    remote = SessionFactory(None, factory.voice, factory.hearing, workers=slots)
+    srv = OnstageServer(remote, Limits(max_sessions=6, resume_grace_s=0.2))
+    await srv.start("127.0.0.1", 0)
+    yield srv
+    await srv.close()
+
+
+def url_of(srv: OnstageServer) -> str:
+    return f"ws://127.0.0.1:{srv.port}/v1/session"
+
+
+async def until_no_sessions(srv: OnstageServer, timeout: float = 60.0) -> None:
+    """Wait for the server to have ended every session (their grace over) and their slots to be free (a
+    session leaves the server's books before its worker has closed)."""
+    slots = srv.factory.workers
+    assert isinstance(slots, RaySlots)
+    deadline = time.monotonic() + timeout
+    while srv.sessions or await slots.held():
+        assert time.monotonic() < deadline, f"sessions still open: {list(srv.sessions)}"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_slots_are_placed_one_per_node_by_their_resource(slots: RaySlots, cluster: Cluster) -> None:
+    nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    assert len(nodes) == 2
+    assert len(slots.slots) == 2 and {node for _, node in slots.slots} == nodes
+    assert ray.available_resources().get(SLOT_RESOURCE, 0) == 0  # each actor holds its node's slot
+
+
+async def test_the_same_seed_gives_byte_identical_frames_in_process_and_on_a_remote_worker(
+    url: str, ray_server: OnstageServer, slots: RaySlots
+) -> None:
+    runs = []
+    for address in (url, url_of(ray_server)):
+        async with SessionClient(address) as client:
+            started = await client.start(seed=21)
+            if address != url:
+                worker = ray_server.sessions[started["session_id"]].conductor.worker
+                assert isinstance(worker, RemoteWorker) and worker.node in {n for _, n in slots.slots}
+            await client.wait_frame(lambda f: f.header["chunk"] >= 16, timeout=60)
+            runs.append([f.jpeg for f in client.received.video if f.header["chunk"] < 16])
+    assert len(runs[0]) == len(runs[1]) == 64
+    assert runs[0] == runs[1]
+    await until_no_sessions(ray_server)
+
+
+async def test_sessions_spread_over_both_nodes_and_a_full_cluster_refuses_the_next(
+    ray_server: OnstageServer,
+) -> None:
+    async with SessionClient(url_of(ray_server)) as a, SessionClient(url_of(ray_server)) as b:
+        ids = [(await a.start(seed=1))["session_id"], (await b.start(seed=2))["session_id"]]
+        nodes = {ray_server.sessions[i].conductor.worker.node for i in ids}  # type: ignore[attr-defined]
+        assert len(nodes) == 2
+        async with SessionClient(url_of(ray_server)) as c:
+            await c.send({"type": "session.start", "seed": 3, "ref": "third"})
+            error = await c.wait_type("error", timeout=30)
+        assert error["code"] == "rate_limited" and error["fatal"] is True and error["ref"] == "third"
+        assert "every generator slot is taken (2 in the cluster)" in error["message"]
+        assert len(ray_server.sessions) == 2  # the server itself had room: the cluster's slots said no
+        await a.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+        await b.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+    # Their resume grace over, the sessions end and free their slots: the next session gets one.
+    await until_no_sessions(ray_server)
+    async with SessionClient(url_of(ray_server)) as d:
+        await d.start(seed=4)
+        await d.wait_frame(lambda f: f.header["chunk"] >= 1, timeout=30)
+    await until_no_sessions(ray_server)
+
+
+async def test_an_interrupt_lands_mid_generation_on_a_remote_worker(cluster: Cluster) -> None:
+    # A slot of its own with chunks long enough (24 frames of 512x512) to be caught while generating.
+    options = {"chunk_frames": "24", "width": "512", "height": "512"}
+    actor = GeneratorSlot.options(num_cpus=0).remote("world", options, 1, 1, 4)  # type: ignore[attr-defined]
+    try:
+        manifest = await actor.manifest.remote()
+        node, _ = await actor.where.remote()
+        worker = await RaySlots([(actor, node)], manifest, owns_ray=False).open(identity=0, seed=1, name="s")
+        cond = ChunkCondition(action="wave", audio=(0.0,) * 24)
+        finish = encode_frames
+        assert len(await worker.produce(cond, Cancel(), finish) or []) == 24
+        before = await worker.capture()
+        cancel = Cancel()
+        job = asyncio.ensure_future(worker.produce(cond, cancel, finish))
+        deadline = time.monotonic() + 30
+        while await actor.generating.remote() != ("s", 1):  # the second chunk call is being generated
+            assert not job.done() and time.monotonic() < deadline
+        cancel.set()
+        assert await job is None  # stopped mid-chunk: nothing finished, nothing committed
+        assert await worker.capture() == before
+        assert await actor.generating.remote() is None
+        # The session goes on from where it was: the next chunk is the one the cancelled call would have made.
+        after = await worker.produce(cond, Cancel(), finish)
+        assert after is not None and len(after) == 24
+        await worker.close()
+        assert await actor.reserve.remote("t")  # closing freed its place
+    finally:
+        ray.kill(actor)
+
+
+async def test_a_killed_worker_costs_its_session_a_short_freeze_and_the_picture_continues_exactly(
+    url: str, ray_server: OnstageServer, slots: RaySlots
+) -> None:
+    # The same seed in-process, no input: what the picture must be, frame for frame, across the move.
+    async with SessionClient(url) as ref:
+        await ref.start(seed=31)
+        await ref.wait_frame(lambda f: f.header["chunk"] >= 30, timeout=90)
+        reference = {(f.header["chunk"], f.header["frame"]): f.jpeg for f in ref.received.video}
+    async with SessionClient(url_of(ray_server)) as client:
+        started = await client.start(seed=31)
+        worker = ray_server.sessions[started["session_id"]].conductor.worker
+        assert isinstance(worker, RemoteWorker)
+        first = worker.node
+        await client.wait_frame(lambda f: f.header["chunk"] >= 10, timeout=60)
+        _, pid = await worker.slot.where.remote()
+        killed = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        moved = await client.wait_type("generator.moved", timeout=60)
+        told_ms = 1000 * (next(t for t, m in client.received.messages if m is moved) - killed)
+        assert moved["exact"] is True and moved["gen_chunk"] >= 10
+        assert worker.node != first  # the session's generator is on the other node now
+        end = moved["gen_chunk"] + 8
+        await client.wait_frame(lambda f: f.header["chunk"] >= end, timeout=60)
+        got = {(f.header["chunk"], f.header["frame"]): f.jpeg for f in client.received.video}
+        arrivals = [f.t for f in client.received.video]
+    assert all(got[key] == reference[key] for key in got if key[0] < 30)  # exactly the same picture
+    assert {c for c, _ in got if moved["gen_chunk"] <= c < end} == set(range(moved["gen_chunk"], end))
+    gap_ms = 1000 * max(b - a for a, b in itertools.pairwise(arrivals))
+    print(
+        f"\nmoved at chunk {moved['gen_chunk']}: frozen {moved['frozen_ms']} ms, told {told_ms:.0f} ms after"
+        f" the kill, largest frame gap {gap_ms:.0f} ms"
+    )
+    await until_no_sessions(ray_server)
