@@ -55,9 +55,9 @@ class WhisperConfig(msgspec.Struct, frozen=True, kw_only=True):
     window_s: float = 10.0
     """Segments up to half this long are heard in a window of this length instead of Whisper's 30 s: the
     encoder's cost grows faster than its input (tiny.en here: 1.1 s for 30 s, 0.14 s for 10 s), and on
-    short utterances the words are nearly the same (of 13 Piper sentences of 1-5 s, one differed by a
-    word, "and" heard as "in"). Shorter windows, fitted to the speech, make tiny.en repeat itself. 30
-    keeps Whisper's own window for every segment."""
+    short utterances the words are nearly the same (the same for 9 Piper sentences of 1-5 s; of the 4 in
+    tests/events/test_transcriber.py one differs by a word, "and" heard as "in"). Shorter windows, fitted
+    to the speech, make tiny.en repeat itself. 30 keeps Whisper's own window for every segment."""
 
     def __post_init__(self) -> None:
         if not 1.0 <= self.window_s <= 30.0:
