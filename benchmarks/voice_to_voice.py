@@ -2,6 +2,11 @@
 character's answer at the client, broken down by stage.
 
     .venv/bin/python benchmarks/voice_to_voice.py [--turns 20] [--seed 1] [--director-toml 'debounce_s = 0.05']
+        [--server-toml 'speculative_transcripts = false'] [--candidate-server-toml '']
+
+With ``--candidate-server-toml`` (repeatable) the same turns run against another server with those
+``[server]`` lines in the same run (the baseline's first, then each candidate's), and a table per candidate
+sets it beside the baseline, with the candidate's p50 as a ratio of the baseline's.
 
 A real server (``onstage serve``, in its own process), a real local chat-completions endpoint
 (``tests/support/llm_server.py``, in this one) that answers at once with a streamed ``say``, so the figure
@@ -62,6 +67,7 @@ STEPS = (
     ("first sentence synthesised", "speech.cued", "speech.synthesised"),
     ("to the chunk carrying it", "speech.synthesised", "audio.sent"),
 )
+HEARD = "first audible sample at the client"
 MARKS = ("turn.transcribed", "turn.ended", "llm.request", "llm.first_token", "speech.cued", "audio.sent")
 
 
@@ -171,7 +177,9 @@ def pct(values: list[float]) -> str:
     return f"{np.percentile(a, 50):.0f} | {np.percentile(a, 95):.0f}"
 
 
-async def run(args: argparse.Namespace) -> tuple[list[Turn], list[dict[str, float]], float, float]:
+async def run(
+    args: argparse.Namespace, server_toml: str
+) -> tuple[list[Turn], list[dict[str, float]], float, float]:
     rng = random.Random(args.seed)
     # Made before the server starts: Piper here would take the cores from the server it measures.
     questions = [speech(q, sampling_noise=False) for q in QUESTIONS]
@@ -180,6 +188,9 @@ async def run(args: argparse.Namespace) -> tuple[list[Turn], list[dict[str, floa
     turns: list[Turn] = []
     async with LLMServer(default=answer) as llm:
         config = f"""
+[server]
+{server_toml}
+
 [director]
 base_url = "{llm.base_url}"
 api_key = "bench"
@@ -231,32 +242,59 @@ def report(
     wall_offset: float,
     on_time: float,
     args: argparse.Namespace,
-) -> None:
+    server_toml: str,
+) -> dict[str, list[float]]:
+    """Print one configuration's tables; returns each row's values (seconds) for a comparison."""
     # Each client turn with the server's turn whose speech end is nearest (the clocks are one machine's).
     matched = []
     for turn in turns:
         end = turn.speech_end + wall_offset
         best = min(stages, key=lambda s: abs(s.get("turn.speech_end", 0.0) - end))
         matched.append((turn, best))
+    rows: dict[str, list[float]] = {}
+    server = " ".join(server_toml.split()) or "defaults"
     print(
-        f"## Voice-to-voice, {len(turns)} turns (seed {args.seed}, director: {args.director_toml or 'defaults'})\n"
+        f"## Voice-to-voice, {len(turns)} turns (seed {args.seed}, server: {server}, "
+        f"director: {args.director_toml or 'defaults'})\n"
     )
     print("| from the end of the user's speech (ms) | p50 | p95 |\n|---|---:|---:|")
     for mark in MARKS:
-        values = [s[mark] - s["turn.speech_end"] for _, s in matched if mark in s]
-        print(f"| {mark} (server) | {pct(values)} |")
-    print(f"| **first audible sample at the client** | **{pct([t.e2e_s for t in turns])}** |")
+        rows[mark] = [s[mark] - s["turn.speech_end"] for _, s in matched if mark in s]
+        print(f"| {mark} (server) | {pct(rows[mark])} |")
+    rows[HEARD] = [t.e2e_s for t in turns]
+    print(f"| **{HEARD}** | **{pct(rows[HEARD])}** |")
     print("\n| step (ms) | p50 | p95 |\n|---|---:|---:|")
     for name, a, b in STEPS:
-        values = [s[b] - s[a] for _, s in matched if a in s and b in s]
-        print(f"| {name} | {pct(values)} |")
+        rows[name] = [s[b] - s[a] for _, s in matched if a in s and b in s]
+        print(f"| {name} | {pct(rows[name])} |")
     network = [t.heard + wall_offset - s["audio.sent"] for t, s in matched if "audio.sent" in s]
     print(f"| sent to heard at the client | {pct(network)} |")
     placed = [s["turn.speech_end"] - (t.speech_end + wall_offset) for t, s in matched]
     print(f"\nChunks on time: {100 * on_time:.1f} % (a busy machine shows here first).")
     print(
-        f"\nThe server placed the end of speech {pct(placed).replace(' | ', ' ms (p50) / ')} ms (p95) after the client's."
+        f"\nThe server placed the end of speech {pct(placed).replace(' | ', ' ms (p50) / ')} ms (p95) after the client's.\n"
     )
+    return rows
+
+
+def compare(
+    baseline: dict[str, list[float]], candidate: dict[str, list[float]], names: tuple[str, str]
+) -> None:
+    """The two configurations side by side: p50 / p95 each, and the candidate's p50 over the baseline's."""
+    print(f"## Baseline ({names[0]}) against candidate ({names[1]}), one run\n")
+    print("| ms | baseline p50 / p95 | candidate p50 / p95 | p50 ratio |\n|---|---:|---:|---:|")
+    for row, values in baseline.items():
+        other = candidate.get(row, [])
+        if not values or not other:
+            continue
+        ratio = (
+            np.percentile(other, 50) / np.percentile(values, 50)
+            if np.percentile(values, 50) > 0
+            else float("nan")
+        )
+        print(
+            f"| {row} | {pct(values).replace(' | ', ' / ')} | {pct(other).replace(' | ', ' / ')} | {ratio:.2f} |"
+        )
 
 
 async def main() -> None:
@@ -264,8 +302,22 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--director-toml", default="", help="more lines of the [director] table")
+    parser.add_argument("--server-toml", default="", help="lines of the [server] table")
+    parser.add_argument(
+        "--candidate-server-toml",
+        action="append",
+        default=[],
+        help="another server's [server] lines, run after the baseline (repeat for more)",
+    )
     args = parser.parse_args()
-    report(*await run(args), args)
+    baseline = report(*await run(args, args.server_toml), args, args.server_toml)
+    for candidate_toml in args.candidate_server_toml:
+        candidate = report(*await run(args, candidate_toml), args, candidate_toml)
+        names = (
+            " ".join(args.server_toml.split()) or "defaults",
+            " ".join(candidate_toml.split()) or "defaults",
+        )
+        compare(baseline, candidate, names)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from events.onset import OnsetConfig, OnsetDetector
 from events.stamp import Stamper
 from events.turn import TurnConfig, TurnDetector
 from events.vad import VadConfig, VoiceDetector
-from events.vocabulary import Event
+from events.vocabulary import Event, Hint
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +140,14 @@ class Ears:
                 listener.close()
 
     def _spread(self, events: Iterable[Event], source: object, out: list[Event]) -> None:
-        """Append ``events`` to ``out``, offering each to every observer but its source, recursively."""
+        """Append ``events`` to ``out``, offering each to every observer but its source, recursively.
+
+        A ``Hint`` is offered to the observers and kept out of ``out``: it is the listeners' own business."""
         todo = deque((event, source) for event in events)
         while todo:
             event, src = todo.popleft()
-            out.append(event)
+            if not isinstance(event, Hint):
+                out.append(event)
             for observer in self._observers:
                 if observer is not src:
                     todo.extend((reply, observer) for reply in observer.observe(event))

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 import wave
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal
 
 import msgspec
@@ -52,6 +52,16 @@ class WhisperConfig(msgspec.Struct, frozen=True, kw_only=True):
     compute_type: str = "int8"
     max_no_speech_prob: float = 0.6
     """Drop text Whisper itself doubts is speech: on knocks alone tiny.en says "Thank you." at 0.89."""
+    window_s: float = 10.0
+    """Segments up to half this long are heard in a window of this length instead of Whisper's 30 s: the
+    encoder's cost grows faster than its input (tiny.en here: 1.1 s for 30 s, 0.14 s for 10 s), and on
+    short utterances the words are nearly the same (the same for 9 Piper sentences of 1-5 s; of the 4 in
+    tests/events/test_transcriber.py one differs by a word, "and" heard as "in"). Shorter windows, fitted
+    to the speech, make tiny.en repeat itself. 30 keeps Whisper's own window for every segment."""
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.window_s <= 30.0:
+            raise ValueError(f"window_s must be within [1, 30] s, got {self.window_s}")
 
 
 class EndpointConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,15 +190,26 @@ class Transcriber:
 
     def transcript(self, segment: Segment, stamper: Stamper) -> Transcript | None:
         """A final ``Transcript`` event for a segment, or ``None`` when nothing was said. Blocking."""
-        text = self.transcribe(segment.samples).text
-        if not words(text):
+        return self.event(segment, self.transcribe(segment.samples), stamper)
+
+    @staticmethod
+    def event(segment: Segment, result: TranscriptResult, stamper: Stamper) -> Transcript | None:
+        """The final ``Transcript`` of ``segment`` whose samples gave ``result``; ``None`` without words."""
+        if not words(result.text):
             return None
-        return stamper(Transcript, text=text, final=True, start_ms=segment.start_ms, audio_ms=segment.end_ms)
+        return stamper(
+            Transcript, text=result.text, final=True, start_ms=segment.start_ms, audio_ms=segment.end_ms
+        )
 
     async def transcript_async(self, segment: Segment, stamper: Stamper) -> Transcript | None:
         """``transcript`` on the transcriber's own worker thread, awaited without blocking the loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker(), self.transcript, segment, stamper)
+
+    def submit(self, samples: np.ndarray) -> Future[TranscriptResult]:
+        """``transcribe`` on the transcriber's own worker thread, after what is queued there; a future that
+        has not started yet can still be cancelled."""
+        return self._worker().submit(self.transcribe, samples)
 
     def _worker(self) -> ThreadPoolExecutor:
         with self._executor_lock:
@@ -226,6 +247,8 @@ class Transcriber:
 
     def _via_whisper(self, audio: np.ndarray) -> str:
         cfg = self.config.whisper
+        if cfg.window_s < 30.0 and audio.size <= cfg.window_s * SAMPLE_RATE / 2:
+            return self._in_window(audio, cfg)
         segments, _ = self._model.transcribe(
             audio,
             language=cfg.language,
@@ -240,6 +263,32 @@ class Transcriber:
         )
         kept = (s.text.strip() for s in segments if s.no_speech_prob <= cfg.max_no_speech_prob)
         return " ".join(kept).strip()
+
+    def _in_window(self, audio: np.ndarray, cfg: WhisperConfig) -> str:
+        """One decoding pass of ``audio`` in a window of ``window_s``, with the options ``transcribe`` uses
+        above (faster-whisper pads every window to 30 s, so its parts are called directly)."""
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        model = self._model
+        features = model.feature_extractor(audio)
+        window = np.zeros((features.shape[0], round(cfg.window_s * 100)), dtype=np.float32)  # 10 ms frames
+        window[:, : features.shape[1]] = features[:, : window.shape[1]]
+        tokenizer = Tokenizer(
+            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=cfg.language
+        )
+        result = model.model.generate(
+            model.encode(window),
+            [[*tokenizer.sot_sequence, tokenizer.no_timestamps]],
+            beam_size=cfg.beam_size,
+            max_length=model.max_length,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+        )[0]
+        if result.no_speech_prob > cfg.max_no_speech_prob:
+            return ""
+        return str(tokenizer.decode(result.sequences_ids[0])).strip()
 
     def _via_endpoint(self, audio: np.ndarray) -> str:
         import openai
@@ -296,35 +345,47 @@ class SegmentRecorder:
     def on_event(self, event: Event) -> Segment | None:
         """The segment that a ``SpeechStopped`` closes; ``None`` for any other event."""
         if isinstance(event, SpeechStopped):
-            return self.segment(event.audio_ms - event.duration_ms, event.audio_ms)
+            return self.segment(event.audio_ms - event.duration_ms, event.audio_ms, event.heard_ms)
         return None
 
-    def segment(self, start_ms: float, end_ms: float) -> Segment:
+    def segment(self, start_ms: float, end_ms: float, heard_ms: float | None = None) -> Segment:
         """The samples of [``start_ms``, ``end_ms``] plus padding, clipped to the audio held and received.
 
-        The ``Segment``'s bounds are the ones asked for (clipped likewise), not the padded ones.
+        The ``Segment``'s bounds are the ones asked for (clipped likewise), not the padded ones. With
+        ``heard_ms`` (a ``SpeechStopped``'s), the samples end there instead: the ``span`` that was heard
+        when its silence began.
         """
         if not (np.isfinite(start_ms) and np.isfinite(end_ms)) or end_ms <= start_ms:
             raise BadInput("segment", f"bad bounds [{start_ms}, {end_ms}] ms")
-        cfg, total = self.config, self.clock.samples
+        total = self.clock.samples
         oldest = max(0, total - self._ring.size)
-        start, end = max(oldest, self._index(start_ms)), min(total, self._index(end_ms))
+        start, end = max(oldest, self.index(start_ms)), min(total, self.index(end_ms))
         if end <= start:
             raise BadInput("segment", f"[{start_ms}, {end_ms}] ms is not in the audio held")
-        first = max(oldest, self._index(start_ms - cfg.pad_before_ms))
-        last = min(total, self._index(end_ms + cfg.pad_after_ms))
-        return Segment(
-            start_ms=self.clock.ms(start), end_ms=self.clock.ms(end), samples=self._read(first, last)
-        )
+        last_ms = heard_ms if heard_ms is not None else end_ms + self.config.pad_after_ms
+        samples = self.read(self.span(start_ms, last_ms))
+        return Segment(start_ms=self.clock.ms(start), end_ms=self.clock.ms(end), samples=samples)
 
-    @staticmethod
-    def _index(ms: float) -> int:
-        return round(ms * SAMPLE_RATE / 1000)
+    def span(self, start_ms: float, heard_ms: float) -> tuple[int, int]:
+        """The stream positions [first, last) a segment from ``start_ms`` is transcribed from when the audio
+        up to ``heard_ms`` is taken: from ``pad_before_ms`` before its start, clipped to the audio held and
+        received."""
+        total = self.clock.samples
+        first = max(total - self._ring.size, 0, self.index(start_ms - self.config.pad_before_ms))
+        return first, max(first, min(total, self.index(heard_ms)))
 
-    def _read(self, first: int, last: int) -> np.ndarray:
-        """Samples [first, last) of the stream, which the ring still holds, as one new array."""
+    def read(self, span: tuple[int, int]) -> np.ndarray:
+        """The samples of a ``span`` the ring still holds, as one new array."""
+        first, last = span
+        if last <= first:
+            return np.zeros(0, dtype=np.float32)
         size = self._ring.size
         a, b = first % size, last % size
         if a < b:
             return self._ring[a:b].copy()
         return np.concatenate([self._ring[a:], self._ring[:b]])
+
+    @staticmethod
+    def index(ms: float) -> int:
+        """The stream position (samples) of ``ms``."""
+        return round(ms * SAMPLE_RATE / 1000)

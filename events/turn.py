@@ -31,10 +31,11 @@ class TurnConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     silence_ms: float = 700.0
     """Silence after speech that ends the turn."""
-    punctuated_silence_ms: float = 350.0
+    punctuated_silence_ms: float = 0.0
     """Silence that ends the turn when the last segment's final transcript ends in ``.``, ``?`` or ``!``.
-    The VAD reports a stop only after its ``min_silence_ms`` (300 ms) and the transcript comes later still,
-    so at about that value and below, a finished sentence ends the turn as soon as its transcript arrives."""
+    The transcript comes at the VAD's stop (``min_silence_ms``, 300 ms, after the silence began) or later,
+    so at 0 a finished sentence ends the turn at the stop, or as soon as its transcript is there: the cost,
+    a mid-sentence pause longer than the VAD's whose first half Whisper punctuates, is in docs/hearing.md."""
     transcript_wait_ms: float = 0.0
     """Extra silence to wait for the last segment's final transcript before ending the turn without it."""
 

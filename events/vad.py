@@ -14,6 +14,10 @@ Segmentation follows silero's ``VADIterator`` and ``get_speech_timestamps``, mad
   ``SpeechStarted`` sent (late by that much, but placed at the first voiced window, minus the padding);
 - a segment ends once silence has lasted ``min_silence_ms``; ``SpeechStopped`` is placed at the start of
   the first silent window plus the padding. A segment that ends before it was confirmed sends nothing.
+- inside a confirmed segment, the first silent window after speech gives a ``SilenceBegan`` hint at once
+  (the ears' listeners see it, the bus does not): the stop it may lead to, ``min_silence_ms`` later,
+  carries the same ``heard_ms``, so a transcriber can start on the audio heard so far and know at the stop
+  whether its work stands.
 
 The model places speech on a 32 ms grid and its probability lags: it rises on the first vowel (after an
 ``s`` or a ``p``) and stays high for about 100 ms after the voice stops, longer in noise. So each boundary
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import time
 from pathlib import Path
 
 import msgspec
@@ -34,7 +39,7 @@ import onnxruntime
 
 from events.audio import SAMPLE_RATE
 from events.stamp import Stamper
-from events.vocabulary import Event, SpeechStarted, SpeechStopped
+from events.vocabulary import Event, SilenceBegan, SpeechStarted, SpeechStopped
 
 WINDOW = 512  # samples per model call at 16 kHz (32 ms): the only size the model takes
 CONTEXT = 64  # samples of the previous window the model sees before each window
@@ -205,8 +210,10 @@ class VoiceDetector:
         elif p < cfg.stop_threshold:
             if self._silence_start is None:
                 self._silence_start = start
+                if self._confirmed:
+                    events.append(self._silence_began(end))
             if end - self._silence_start >= self._min_silence:
-                self._close(self._silence_start, events)
+                self._close(self._silence_start, events, heard=self._silence_start + WINDOW)
                 return
         if (
             not self._confirmed
@@ -218,14 +225,28 @@ class VoiceDetector:
             self._segment_start = at
             events.append(self._stamp(SpeechStarted, audio_ms=_ms(at)))
 
-    def _close(self, silence_start: int, events: list[Event]) -> None:
-        """End the open segment where the model heard silence from; report it if it was confirmed."""
+    def _silence_began(self, heard: int) -> SilenceBegan:
+        assert self._segment_start is not None
+        return SilenceBegan(
+            id="",
+            session=self._stamp.session,
+            t_ns=time.monotonic_ns(),
+            start_ms=_ms(self._segment_start),
+            heard_ms=_ms(heard),
+        )
+
+    def _close(self, silence_start: int, events: list[Event], heard: int) -> None:
+        """End the open segment where the model heard silence from; report it if it was confirmed.
+
+        ``heard`` is the end of the audio heard when that silence began (the stream's end without one)."""
         assert self._segment_start is not None
         if self._confirmed:
             end = self._refine_end(silence_start)
             at = max(min(end + self._pad, self.position), self._segment_start)
             duration = _ms(at - self._segment_start)
-            events.append(self._stamp(SpeechStopped, audio_ms=_ms(at), duration_ms=duration))
+            events.append(
+                self._stamp(SpeechStopped, audio_ms=_ms(at), duration_ms=duration, heard_ms=_ms(heard))
+            )
             self._last_end = at
         self._segment_start = None
         self._silence_start = None
@@ -280,8 +301,10 @@ class VoiceDetector:
         """End the stream: close an open segment at the end of the audio fed, and reset the model."""
         events: list[Event] = []
         if self._segment_start is not None:
-            end = self._silence_start if self._silence_start is not None else self.position
-            self._close(end, events)
+            if self._silence_start is not None:
+                self._close(self._silence_start, events, heard=self._silence_start + WINDOW)
+            else:
+                self._close(self.position, events, heard=self.position)
         # Samples short of a window are dropped but still counted, so later positions stay exact.
         self._window_start = self.position
         self._filled = 0

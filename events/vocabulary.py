@@ -41,10 +41,30 @@ class SpeechStarted(Event, frozen=True, kw_only=True, tag="speech.started"):
 
 
 class SpeechStopped(Event, frozen=True, kw_only=True, tag="speech.stopped"):
-    """The user stopped speaking at ``audio_ms``; ``duration_ms`` is the length of the speech segment."""
+    """The user stopped speaking at ``audio_ms``; ``duration_ms`` is the length of the speech segment.
+
+    ``heard_ms`` is where the audio heard when the closing silence began ends (the ``SilenceBegan`` that
+    this stop confirms): the segment's transcript is made of the audio up to there. None: not known (a
+    client's own voice), the audio up to ``audio_ms`` and a little after."""
 
     audio_ms: float
     duration_ms: float
+    heard_ms: float | None = None
+
+
+class Hint(Event, frozen=True, kw_only=True):
+    """What one of the ears' listeners tells the others and nothing else: never published, so it takes no
+    id from the session's count (``id`` is empty)."""
+
+
+class SilenceBegan(Hint, frozen=True, kw_only=True, tag="speech.silence_began"):
+    """Inside a confirmed speech segment that began at ``start_ms``, the VAD heard its first window of
+    silence, which ends at ``heard_ms``. Tentative: speech may resume before the silence is long enough to
+    stop the segment. A transcriber may start on the audio heard so far; the ``SpeechStopped`` that follows,
+    if one does, carries the same ``heard_ms``."""
+
+    start_ms: float
+    heard_ms: float
 
 
 class AudioLevel(Event, frozen=True, kw_only=True, tag="audio.level"):

@@ -128,9 +128,12 @@ def _is_loopback(host: str) -> bool:
 
 async def _serve_until_stopped(config, config_path: Path | None) -> int:
     from agent.director_config import load_config
+    from events.ears import EarsConfig
+    from events.hearing import Hearing
+    from events.transcriber import TranscriberConfig, WhisperConfig
     from server.app import OnstageServer
     from server.otel import TurnTelemetry
-    from server.sessions import SessionDefaults, SessionFactory
+    from server.sessions import SessionDefaults, SessionFactory, server_turn
     from streaming_model.backends import open_backend
     from streaming_model.weights import WeightsError
 
@@ -152,6 +155,11 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         defaults=SessionDefaults(character=config.character, plan=config.plan),
         story_db=config.story_db,
         workers=workers,
+        hearing=Hearing(
+            transcripts=TranscriberConfig(whisper=WhisperConfig(window_s=config.whisper_window_s)),
+            speculate=config.speculative_transcripts,
+        ),
+        ears=EarsConfig(turn=server_turn(config.punctuated_silence_ms)),
     )
     telemetry = TurnTelemetry.from_env()
     server = OnstageServer(

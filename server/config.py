@@ -35,6 +35,13 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """The WebRTC transport beside the WebSocket (``server.webrtc``)."""
     ray: ClusterSettings = msgspec.field(default_factory=ClusterSettings)
     """Generator workers on a Ray cluster (``[server.ray] address = "local"``; ``server.cluster``)."""
+    speculative_transcripts: bool = True
+    """Start Whisper on a speech segment when its silence begins, not when the VAD confirms the stop."""
+    whisper_window_s: float = 10.0
+    """The window short segments are transcribed in (``events.transcriber.WhisperConfig.window_s``)."""
+    punctuated_silence_ms: float = 0.0
+    """Silence that ends a turn whose last transcript ends a sentence (``events.turn``): 0, at the VAD's
+    stop, as soon as that transcript is there."""
 
 
 class ConfigFileError(ValueError):

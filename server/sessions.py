@@ -55,6 +55,11 @@ class SessionDefaults(msgspec.Struct, frozen=True, kw_only=True):
     director: str = "auto"
 
 
+def server_turn(punctuated_silence_ms: float = TurnConfig().punctuated_silence_ms) -> TurnConfig:
+    """When a session's turns end: with a transcriber running, a turn waits a little for its last words."""
+    return TurnConfig(transcript_wait_ms=800.0, punctuated_silence_ms=punctuated_silence_ms)
+
+
 class SessionFactory:
     """Makes conductors for ``session.start`` messages; holds the models all sessions share."""
 
@@ -83,8 +88,7 @@ class SessionFactory:
         self.director = director if director is not None else load_config()
         self.defaults = defaults or SessionDefaults()
         self.conductor = conductor or ConductorConfig()
-        # With a transcriber running, a turn waits a little for its last words before it ends.
-        self.ears = ears or EarsConfig(turn=TurnConfig(transcript_wait_ms=800.0))
+        self.ears = ears or EarsConfig(turn=server_turn())
         self.manifest = workers.manifest.vocabulary
         self.story_db = story_db
         self.clock = clock

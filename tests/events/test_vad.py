@@ -7,7 +7,7 @@ import pytest
 
 from events.stamp import Stamper
 from events.vad import VadConfig, VoiceDetector
-from events.vocabulary import Event, SpeechStarted, SpeechStopped
+from events.vocabulary import Event, SilenceBegan, SpeechStarted, SpeechStopped
 from tests import sounds
 
 SENTENCES = [
@@ -19,9 +19,22 @@ LEAD_S, TAIL_S = 1.0, 1.5
 
 
 def boundaries(events: list[Event]) -> list[SpeechStarted | SpeechStopped]:
-    """``events`` as a voice detector makes them: speech starts and stops only."""
+    """``events`` as a voice detector makes them: speech starts and stops, and between them the hints that
+    a silence began; returns the starts and stops. Each stop that a silence made carries the ``heard_ms``
+    of the last hint of its segment, which was given inside that segment."""
     found = [e for e in events if isinstance(e, SpeechStarted | SpeechStopped)]
-    assert found == events, events
+    assert [e for e in events if not isinstance(e, SilenceBegan)] == found, events
+    hint: SilenceBegan | None = None
+    for event in events:
+        if isinstance(event, SpeechStarted):
+            hint = None
+        elif isinstance(event, SilenceBegan):
+            assert hint is None or event.heard_ms > hint.heard_ms
+            hint = event
+        elif isinstance(event, SpeechStopped) and hint is not None:  # a stop after a silence began: that silence's, or a later one's
+            assert event.heard_ms is not None and event.heard_ms >= hint.heard_ms, (hint, event)
+            assert event.audio_ms - event.duration_ms == pytest.approx(hint.start_ms)
+            hint = None
     return found
 
 
@@ -92,6 +105,24 @@ def test_pauses_shorter_than_min_silence_stay_inside_one_segment(spoken):
     long = np.concatenate([sounds.silence(0.5), speech, sounds.silence(0.9), speech, sounds.silence(1.0)])
     assert [type(e) for e in run(short)] == [SpeechStarted, SpeechStopped]
     assert [type(e) for e in run(long)] == [SpeechStarted, SpeechStopped] * 2
+
+
+def test_a_silence_that_stops_speech_was_hinted_at_its_first_window(spoken):
+    # A pause too short to stop the segment gives a hint that no stop takes; the silence that stops it
+    # gave one min_silence_ms before the stop, with the stop's heard_ms.
+    speech = spoken[1]
+    audio = np.concatenate([sounds.silence(0.5), speech, sounds.silence(0.2), speech, sounds.silence(1.0)])
+    vad = VoiceDetector(Stamper("t"))
+    heard: list[tuple[float, Event]] = []
+    for i in range(0, audio.size, 320):
+        heard += [((i + 320) / 16.0, e) for e in vad.feed(audio[i : i + 320])]
+    hints = [(t, e) for t, e in heard if isinstance(e, SilenceBegan)]
+    ((stopped_at, stop),) = [(t, e) for t, e in heard if isinstance(e, SpeechStopped)]
+    assert len(hints) >= 2  # in the pause, and at the end
+    hinted_at, last = hints[-1]
+    assert last.heard_ms == stop.heard_ms and hinted_at < stopped_at
+    assert stopped_at - hinted_at >= VadConfig().min_silence_ms - 32.0
+    assert all(e.heard_ms < stop.audio_ms - 500 for _, e in hints[:-1])
 
 
 def test_speech_shorter_than_min_speech_sends_nothing(spoken):
