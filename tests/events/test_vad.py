@@ -31,7 +31,9 @@ def boundaries(events: list[Event]) -> list[SpeechStarted | SpeechStopped]:
         elif isinstance(event, SilenceBegan):
             assert hint is None or event.heard_ms > hint.heard_ms
             hint = event
-        elif isinstance(event, SpeechStopped) and hint is not None:  # a stop after a silence began: that silence's, or a later one's
+        elif (
+            isinstance(event, SpeechStopped) and hint is not None
+        ):  # a stop after a silence began: that silence's, or a later one's
             assert event.heard_ms is not None and event.heard_ms >= hint.heard_ms, (hint, event)
             assert event.audio_ms - event.duration_ms == pytest.approx(hint.start_ms)
             hint = None
