@@ -143,8 +143,12 @@ async def test_a_gesture_button_is_accepted_and_a_frame_shown_later_reflects_it(
 
 
 async def test_the_interrupt_button_stops_the_voice_the_page_plays(page: Page) -> None:
-    # A plan of one speech of some seconds and no triggers (it replaces the greeter's: what the
-    # microphone hears starts no new speech).
+    # The microphone off first: its looping recording holds speech, and the user speaking over the
+    # character cuts its voice (barge-in), whenever that speech comes round.
+    assert await page.evaluate("window.onstage.mic !== null")
+    await page.click("#mic")
+    await page.wait_until("window.onstage.mic === null")
+    # A plan of one speech of some seconds and no triggers (it replaces the greeter's).
     plan = {"name": "tale", "timeline": [{"at_s": 0.2, "behaviors": [{"kind": "speech", "text": TALE}]}]}
     await page.evaluate(f"window.onstage.rtc.send({{type: 'plan.run', plan: {json.dumps(plan)}}})")
 
