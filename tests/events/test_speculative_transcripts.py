@@ -3,28 +3,18 @@ the transcriber gives without speculating (real Whisper tiny.en, real Piper spee
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
 from events.ears import Ears, EarsConfig
 from events.hearing import SegmentTranscriber
 from events.stamp import Stamper
-from events.transcriber import Transcriber, TranscriberConfig, WhisperConfig
+from events.transcriber import Transcriber
 from events.vad import VadConfig
 from events.vocabulary import Event, Hint, SpeechStopped, Transcript
 from tests import sounds
 
 FRAME = 320  # 20 ms, as a client sends
-
-
-@pytest.fixture(scope="module")
-def whisper() -> Iterator[Transcriber]:
-    transcriber = Transcriber(TranscriberConfig(whisper=WhisperConfig(cpu_threads=2)))
-    transcriber.load()
-    yield transcriber
-    transcriber.close()
 
 
 @pytest.fixture(scope="module")

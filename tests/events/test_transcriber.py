@@ -38,14 +38,6 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def whisper() -> Iterator[Transcriber]:
-    transcriber = Transcriber(TranscriberConfig(whisper=WhisperConfig(cpu_threads=2)))
-    transcriber.load()
-    yield transcriber
-    transcriber.close()
-
-
-@pytest.fixture(scope="module")
 def spoken() -> list[np.ndarray]:
     # Without Piper's sampling noise, so the audio (and the transcript) is the same on every run.
     return [sounds.speech(text, sampling_noise=False) for text in SENTENCES]
