@@ -10,13 +10,13 @@ import time
 import pytest
 import pytest_asyncio
 
-from agent.director_config import DirectorConfig
 from server.app import OnstageServer
 from server.client import SessionClient
 from server.limits import Limits
 from server.sessions import SessionFactory
 from tests.support.llm_faults import FAULTS, FaultyEndpoint, outcome
 from tests.support.llm_server import LLMServer
+from tests.support.serving import directed
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -36,15 +36,7 @@ async def endpoint():
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def url(endpoint: tuple[LLMServer, FaultyEndpoint], factory: SessionFactory):
     llm, _ = endpoint
-    director = DirectorConfig(
-        base_url=llm.base_url,
-        api_key="test",
-        model="test-model",
-        debounce_s=0.05,
-        timeout_s=HANG_S,
-        retries=0,
-    )
-    factory = SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
+    factory = directed(factory, llm, timeout_s=HANG_S, retries=0)
     srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"

@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from agent.director_config import DirectorConfig
 from server.app import OnstageServer
 from server.client import SessionClient, VideoFrame
 from server.demo_audio import noise, speech
 from server.limits import Limits
-from server.media import pcm16
 from server.sessions import SessionFactory
 from server.voice import OUTPUT_RATE
 from streaming_model.probes import measure
 from tests.support.llm_server import Call, LLMServer, Reply
+from tests.support.microphone import speak_into
 from tests.support.observe import arrived
+from tests.support.serving import directed
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,20 +34,11 @@ async def llm():
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def url(llm: LLMServer, factory: SessionFactory):
-    director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
-    factory = SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
+    factory = directed(factory, llm)
     srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"
     await srv.close()
-
-
-async def stream(client: SessionClient, audio: np.ndarray, frame_s: float = 0.02) -> None:
-    """Send 16 kHz audio in real time, 20 ms a frame, as a microphone would."""
-    step = round(16_000 * frame_s)
-    for start in range(0, audio.size, step):
-        await client.send_audio(pcm16(audio[start : start + step]))
-        await asyncio.sleep(frame_s)
 
 
 def loud(client: SessionClient, after_pts: float) -> float:
@@ -71,7 +62,7 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_an_action(url: str, ll
         question = np.concatenate(
             [noise(0.5, 0.002), speech("What is your name?", sampling_noise=False), noise(1.5, 0.002)]
         )
-        await stream(client, question)
+        await speak_into(client, question)
         heard = await client.wait_type("input.transcript", timeout=30)
         # The Director hears it when the client does: it can act only from then on.
         received = client.received
@@ -144,7 +135,9 @@ async def test_talking_over_the_character_cuts_its_speech_to_what_was_heard(
         voice = await client.wait_frame(lambda f: f.t >= started_at and voiced(client, f), timeout=10)
         end_ms = voice.header["pts_ms"] + first_word_ms
         await client.wait_frame(lambda f: f.header["pts_ms"] >= end_ms, timeout=10)
-        await stream(client, np.concatenate([speech("Wait, stop!", sampling_noise=False), noise(0.6, 0.002)]))
+        await speak_into(
+            client, np.concatenate([speech("Wait, stop!", sampling_noise=False), noise(0.6, 0.002)])
+        )
         cut = await client.wait_type("character.speech", state="interrupted", timeout=10)
         # What was heard is the words played before the cut: a start of the text, not all of it.
         assert cut["heard_text"] and cut["text"].startswith(cut["heard_text"])

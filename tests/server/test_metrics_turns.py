@@ -6,25 +6,23 @@ first audible sample of the answer sent. A typed question is no voice-to-voice t
 from __future__ import annotations
 
 import asyncio
-import time
 
 import numpy as np
 import pytest
 import pytest_asyncio
 
-from agent.director_config import DirectorConfig
 from server.app import OnstageServer
 from server.client import SessionClient
 from server.demo_audio import noise, speech
 from server.limits import Limits
-from server.media import pcm16
 from server.sessions import SessionFactory
 from tests.support.llm_server import Call, LLMServer, Reply
+from tests.support.microphone import FRAME_S, speak_into
 from tests.support.observe import Families, families, metrics_text, observations
+from tests.support.serving import directed
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-FRAME_S = 0.02
 FAMILY = "onstage_voice_to_voice_seconds"
 
 
@@ -36,8 +34,7 @@ async def llm():
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def server(llm: LLMServer, factory: SessionFactory):
-    director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
-    factory = SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
+    factory = directed(factory, llm)
     srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield srv
@@ -60,14 +57,9 @@ async def test_a_spoken_turn_is_counted_once_from_the_end_of_the_speech_to_the_a
     llm.enqueue(Reply(tool_calls=[Call("say", {"text": "I am Pip."})]), Reply(text=""))
     question = speech("What is your name?", sampling_noise=False)
     audio = np.concatenate([noise(0.5, 0.002), question, noise(1.5, 0.002)])
-    step = round(16_000 * FRAME_S)
     async with SessionClient(f"ws://127.0.0.1:{server.port}/v1/session") as client:
         await client.start(director="llm", seed=3)
-        sent_at: list[tuple[int, float]] = []  # (samples sent so far, when)
-        for start in range(0, audio.size, step):
-            await client.send_audio(pcm16(audio[start : start + step]))
-            sent_at.append((min(audio.size, start + step), time.monotonic()))
-            await asyncio.sleep(FRAME_S)
+        sent = await speak_into(client, audio)
         stopped = await client.wait_type("input.speech_stopped", timeout=30)
         await client.wait_type("character.speech", state="ended", timeout=30)
         after = await scrape(server)
@@ -77,8 +69,7 @@ async def test_a_spoken_turn_is_counted_once_from_the_end_of_the_speech_to_the_a
     # The server's figure is at most what the client saw, from the moment it sent the end of the speech
     # (as the server's ears placed it) to the first voiced audio it received: the server places the end
     # no earlier than the audio's arrival, within a frame, and it sends the voice before the client has it.
-    end_samples = round(stopped["audio_ms"] * 16)
-    end_sent = next(t for n, t in sent_at if n >= end_samples)
+    end_sent = sent.when(round(stopped["audio_ms"] * 16))
     voiced = voiced_at(client)
     assert voiced is not None
     assert 0 < added["sum"] <= voiced - end_sent + 2 * FRAME_S

@@ -5,7 +5,6 @@ answers, and the SDK's in-memory exporter receives a span for the turn and one f
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,20 +14,18 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.director_config import DirectorConfig
 from events.tracing import TURN_STAGES
 from server.app import OnstageServer
 from server.client import SessionClient
 from server.demo_audio import noise, speech
 from server.limits import Limits
-from server.media import pcm16
 from server.otel import TurnTelemetry
 from server.sessions import SessionFactory
 from tests.support.llm_server import Call, LLMServer, Reply
+from tests.support.microphone import FRAME_S, speak_into
+from tests.support.serving import directed
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-FRAME_S = 0.02
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -57,8 +54,7 @@ def exporter() -> Exporter:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def url(llm: LLMServer, factory: SessionFactory, exporter: Exporter):
-    director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
-    factory = SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
+    factory = directed(factory, llm)
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     srv = OnstageServer(
@@ -95,14 +91,9 @@ async def test_a_spoken_turn_makes_a_turn_span_with_its_stages_and_a_director_ru
     llm.enqueue(Reply(tool_calls=[Call("say", {"text": "I am Pip."})]), Reply(text=""))
     question = speech("What is your name?", sampling_noise=False)
     audio = np.concatenate([noise(0.5, 0.002), question, noise(1.5, 0.002)])
-    step = round(16_000 * FRAME_S)
     async with SessionClient(url) as client:
         await client.start(director="llm", seed=3)
-        sent_at: list[tuple[int, float]] = []  # (samples sent so far, when)
-        for start in range(0, audio.size, step):
-            await client.send_audio(pcm16(audio[start : start + step]))
-            sent_at.append((min(audio.size, start + step), time.monotonic()))
-            await asyncio.sleep(FRAME_S)
+        sent = await speak_into(client, audio)
         stopped = await client.wait_type("input.speech_stopped", timeout=30)
         await client.wait_type("character.speech", state="started", timeout=30)
         await client.wait_frame(lambda _: voiced_at(client) is not None, timeout=30)
@@ -132,8 +123,7 @@ async def test_a_spoken_turn_makes_a_turn_span_with_its_stages_and_a_director_ru
     # The server's figure is at most what the client saw, from the moment it sent the end of the speech
     # (as the server's ears placed it) to the first voiced audio it received: the server places the end
     # no earlier than the audio's arrival, within a frame, and it sends the voice before the client has it.
-    end_samples = round(stopped["audio_ms"] * 16)
-    end_sent = next(t for n, t in sent_at if n >= end_samples)
+    end_sent = sent.when(round(stopped["audio_ms"] * 16))
     voiced = voiced_at(client)
     assert voiced is not None
     assert e2e <= voiced - end_sent + 2 * FRAME_S

@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
+import msgspec
+
+from agent.director_config import DirectorConfig
 from server.app import OnstageServer
 from server.limits import Limits
 from server.sessions import SessionFactory
+from tests.support.llm_server import LLMServer
 
 
 @contextlib.asynccontextmanager
@@ -20,6 +25,14 @@ async def serving(factory: SessionFactory, limits: Limits) -> AsyncIterator[tupl
         yield srv, f"ws://127.0.0.1:{srv.port}/v1/session"
     finally:
         await srv.close()
+
+
+def directed(factory: SessionFactory, llm: LLMServer, **settings: Any) -> SessionFactory:
+    """``factory``'s backend, voice and hearing with an LLM Director at ``llm`` (a short debounce, so a test's
+    input reaches the model at once); ``settings`` override the Director's other fields."""
+    director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
+    director = msgspec.structs.replace(director, **settings)
+    return SessionFactory(factory.backend, factory.voice, factory.hearing, director=director)
 
 
 async def until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
