@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 
 import openai
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -57,16 +58,18 @@ class Minds:
         script: Script | None = None,
         tools: ToolSet | None = None,
         reflexes: ReflexConfig | None = None,
+        fallbacks: Mapping[str, str] | None = None,
         voice: VoiceReports = "server",
         on_error: ErrorCallback | None = None,
         client: openai.AsyncOpenAI | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
     ) -> Minds:
         """Wire the minds for ``mind`` (see ``director_config.choose_mind``); the LLM needs ``tools``.
-        ``reflexes`` adds the reflex policy, reading the bus (leave it None to call one yourself)."""
+        ``reflexes`` adds the reflex policy, reading the bus (leave it None to call one yourself); it uses
+        ``fallbacks`` (the backend's stand-ins for actions it lacks) as the model will."""
         idle = IdleVariety(script.idle) if script is not None else None
         realizer = Realizer(bus, session=session, manifest=manifest, idle=idle, voice=voice)
-        reflex = ReflexPolicy(realizer, reflexes) if reflexes is not None else None
+        reflex = ReflexPolicy(realizer, reflexes, fallbacks) if reflexes is not None else None
         if mind == "script" and script is not None:
             return cls(realizer, bus, script=ScriptRunner(script, realizer), reflex=reflex)
         if mind == "llm":

@@ -224,21 +224,32 @@ class SpeechFacts(msgspec.Struct, frozen=True):
 # ---------------------------------------------------------------------------------------------- ids
 
 
-def within_manifest(behaviors: list[Behavior], manifest: Manifest) -> list[Behavior]:
-    """``behaviors`` without what ``manifest`` cannot show, for minds that react whatever the model: an
-    action or an emotion it lacks is left out, and a ``look_at`` it lacks becomes a gaze at the same point
-    (the eyes still go there); a move needs both ``WALKS``."""
-    actions = {a.name for a in manifest.actions}
+def within_manifest(
+    behaviors: list[Behavior], manifest: Manifest, fallbacks: Mapping[str, str] | None = None
+) -> list[Behavior]:
+    """``behaviors`` as ``manifest`` can show them, for minds that react whatever the model: an action it
+    lacks becomes the one the backend declares it draws instead (``fallbacks``, so the minds know what the
+    picture shows), else a ``look_at`` becomes a gaze at the same point (the eyes still go there) and any
+    other is left out; an emotion it lacks is left out; a move needs both ``WALKS``."""
+    actions = {a.name: a for a in manifest.actions}
+    fallbacks = fallbacks or {}
     kept: list[Behavior] = []
     for b in behaviors:
         if isinstance(b, Action) and b.name not in actions:
+            stand_in = actions.get(fallbacks.get(b.name, ""))
+            if stand_in is not None:
+                # Only the parameters the stand-in has carry over (a look_at's target to a turn's, say).
+                names = {p.name for p in stand_in.params}
+                params = {k: v for k, v in b.params.items() if k in names}
+                kept.append(msgspec.structs.replace(b, name=stand_in.name, params=params))
+                continue
             if b.name != "look_at":
                 continue
             x, y = float(b.params.get("target_x", 0.0)), float(b.params.get("target_y", 0.0))
             b = Gaze(id=b.id, start=b.start, end=b.end, x=x, y=y, duration_s=b.duration_s)
         elif isinstance(b, Emotion) and b.emotion not in manifest.emotions:
             continue
-        elif isinstance(b, Move) and not actions.issuperset(WALKS):
+        elif isinstance(b, Move) and not set(actions).issuperset(WALKS):
             continue
         kept.append(b)
     return kept

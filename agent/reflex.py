@@ -14,13 +14,15 @@ when it ends; the script or the Director carries on underneath.
 - Typed text: eyes on the user and a nod, so the user sees it was read while the mind works on an answer.
 
 Cooldowns are in seconds on the realizer's clock (its manifest's chunk length). A reflex asks only for
-what the realizer's manifest lists: an action or emotion the model lacks is left out (a ``look_at`` it
-lacks becomes a gaze at the same point, ``plans.within_manifest``); a reflex left with nothing declines.
+what the realizer's manifest lists: an action the model lacks becomes the stand-in its backend declares,
+else it is left out, as an emotion it lacks is (a ``look_at`` it lacks becomes a gaze at the same point,
+``plans.within_manifest``); a reflex left with nothing declines.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -74,9 +76,16 @@ Decline = tuple[Literal["cooldown", "no_reaction"], str]
 class ReflexPolicy:
     """Turns events into reflex blocks for one session's realizer."""
 
-    def __init__(self, realizer: Realizer, config: ReflexConfig | None = None) -> None:
+    def __init__(
+        self,
+        realizer: Realizer,
+        config: ReflexConfig | None = None,
+        fallbacks: Mapping[str, str] | None = None,
+    ) -> None:
         self.realizer = realizer
         self.config = config or ReflexConfig()
+        self.fallbacks = dict(fallbacks or {})
+        """The backend's stand-ins for actions it lacks (``BackendManifest.fallbacks``)."""
         self._listening: str | None = None
         self._last: dict[str, int] = {}
         self.declined: dict[str, Decline] = {}
@@ -102,7 +111,7 @@ class ReflexPolicy:
     def _submit(
         self, event: Event, behaviors: list[Behavior], label: str, priority: int = 0
     ) -> Submission | None:
-        behaviors = within_manifest(behaviors, self.realizer.manifest)
+        behaviors = within_manifest(behaviors, self.realizer.manifest, self.fallbacks)
         if not behaviors:
             self._decline("no_reaction", f"the model can show nothing of the {label} reflex")
             return None

@@ -240,6 +240,7 @@ class SessionFactory:
             script=script,
             tools=tools,
             reflexes=ReflexConfig(),
+            fallbacks=self.workers.manifest.fallbacks,
             voice="server",
         )
         ears = EarsService(Ears(stamper, self.ears, self.hearing.listeners(stamper)), bus)

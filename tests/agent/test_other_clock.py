@@ -19,6 +19,7 @@ from agent.script import ScriptRunner, script_from_builtins
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Gesture, SoundClass, SoundOnset
+from streaming_model.backend import BackendManifest, Capabilities, Costs, apply_fallbacks
 from streaming_model.condition import ChunkCondition, ConditionError
 from streaming_model.manifest import Manifest, build_manifest
 from tools.character import build_toolbox
@@ -166,6 +167,34 @@ def test_a_reflex_does_without_what_the_model_lacks() -> None:
     silent = stamp(SoundOnset, audio_ms=300.0, strength_db=25.0)
     assert shy.on_event(silent) is None
     assert shy.declined[silent.id][0] == "no_reaction"
+
+
+def test_a_reflex_asks_for_the_stand_in_the_backend_declares_so_the_minds_know_what_shows() -> None:
+    realizer = quiet(lacking("startle", "look_at"))
+    reflex = ReflexPolicy(realizer, fallbacks={"startle": "jump", "look_at": "turn"})
+    knock = stamp(SoundClass, audio_ms=0.0, label="Knock", score=0.9)
+    assert reflex.on_event(knock) is not None
+    out = run(realizer, 1)[0]
+    # A look_at's target is no parameter of a turn: the turn is drawn with its own defaults.
+    assert (out.condition.action, out.reflects) == ("turn", (knock.id,))
+    onset = stamp(SoundOnset, audio_ms=100.0, strength_db=25.0)
+    assert reflex.on_event(onset) is not None
+    out = run(realizer, 1)[0]
+    assert (out.condition.action, out.condition.emotion, out.reflects) == ("jump", "surprised", (onset.id,))
+    manifest = BackendManifest(
+        name="lacking",
+        vocabulary=realizer.manifest,
+        first_chunk_frames=12,
+        audio_rate=16_000,
+        capabilities=Capabilities(
+            rollback_depth=0, snapshots="none", interrupt="none", deterministic=True, reference_image=False
+        ),
+        costs=Costs(
+            chunk_p50_ms=1.0, chunk_p95_ms=1.0, finish_p50_ms=1.0, first_chunk_ms=1.0, interrupt_ms=1.0
+        ),
+        fallbacks={"startle": "jump", "look_at": "turn"},
+    )
+    assert apply_fallbacks(out.condition, manifest) is out.condition  # the model draws what the minds chose
 
 
 def test_idle_variety_holds_its_seconds_on_the_slow_clock_and_picks_only_known_actions() -> None:
