@@ -5,7 +5,7 @@
 endpoint for the Director.
 
 Real headless Chromium loads the real page: its canvas takes the session's size before any frame arrives,
-it draws about 16 frames a second over all of it, and a gesture button is reflected by a later frame. A
+it draws every frame it receives over all of it, and a gesture button is reflected by a later frame. A
 Python client checks the clock on the wire (12 frames a chunk, pts 62.5 ms apart, audio_out_rate/16 samples
 of voice with each frame), that a scripted plan's sync points land on the chunks that 0.75 s chunks put
 them in (read from the pictures with the probes), and that the Director is offered only what the backend
@@ -15,7 +15,6 @@ can do.
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
@@ -76,14 +75,20 @@ def url(server: OnstageServer) -> str:
 
 WATCH = """
 (() => {
-  // Every canvas size the page sets, with how many binary (media) messages had arrived by then.
+  // Every canvas size the page sets, with how many binary (media) messages had arrived by then; and how
+  // many video frames have arrived.
   window.sizesSet = [];
+  window.videoReceived = 0;
   let media = 0;
   const Base = window.WebSocket;
   window.WebSocket = class extends Base {
     constructor(...args) {
       super(...args);  // this listener runs before the page's own onmessage
-      this.addEventListener("message", (e) => { if (typeof e.data !== "string") media += 1; });
+      this.addEventListener("message", (e) => {
+        if (typeof e.data === "string") return;
+        media += 1;
+        if (new Uint8Array(e.data)[0] === 0x02) window.videoReceived += 1;  // the video frame kind
+      });
     }
   };
   for (const side of ["width", "height"]) {
@@ -104,12 +109,14 @@ async def page(server: OnstageServer, tmp_path_factory: pytest.TempPathFactory) 
         pytest.skip("no /usr/bin/chromium: run scripts/setup-browser")
     mic = tmp_path_factory.mktemp("mic") / "silence.wav"
     wavfile.write(mic, 16_000, np.zeros(1600, dtype="<i2"))
-    address = f"http://127.0.0.1:{server.port}/?autostart=1&seed=7&director=script"
+    # Over the WebSocket the page itself paces and draws every frame (over WebRTC the browser's video
+    # element does, and may skip frames: test_browser_rtc.py covers that transport).
+    address = f"http://127.0.0.1:{server.port}/?autostart=1&seed=7&director=script&transport=ws"
     async with chromium(address, mic, before_page=WATCH) as browser:
         yield browser
 
 
-async def test_the_page_sizes_its_canvas_from_the_session_and_draws_16_frames_a_second_over_all_of_it(
+async def test_the_page_sizes_its_canvas_from_the_session_and_draws_every_frame_over_all_of_it(
     page: Page,
 ) -> None:
     started = await page.wait_until("window.onstage && window.onstage.started")
@@ -121,13 +128,12 @@ async def test_the_page_sizes_its_canvas_from_the_session_and_draws_16_frames_a_
     )
     # Sized when the session started, before any media message had arrived.
     assert (await page.evaluate("window.sizesSet"))[:2] == [["width", WIDTH, 0], ["height", HEIGHT, 0]]
-    first = await page.wait_until(
-        f"window.onstage.framesDrawn >= {CHUNK_FRAMES} && window.onstage.framesDrawn"
+    # Three chunks' frames came; each is drawn at its time (pts on the 16 fps clock: the Python client's
+    # test checks the spacing), none left out, however late a loaded machine delivers them.
+    received = await page.wait_until(
+        f"window.videoReceived >= {3 * CHUNK_FRAMES} && window.videoReceived", timeout=60
     )
-    start = time.monotonic()
-    await asyncio.sleep(3.0)  # a window to count frames in, not a wait for something to happen
-    rate = (await page.evaluate("window.onstage.framesDrawn") - first) / (time.monotonic() - start)
-    assert 12 <= rate <= 20, f"{rate:.1f} frames drawn per second"  # lenient: CI shares two cores
+    await page.wait_until(f"window.onstage.framesDrawn >= {received}", timeout=10)
     screen = "document.getElementById('screen')"
     assert await page.evaluate(f"[{screen}.width, {screen}.height]") == [WIDTH, HEIGHT]
     pixels = await page.evaluate(
