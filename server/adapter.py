@@ -7,8 +7,6 @@ another transport (WebRTC, a framework's service) maps the same core its own way
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import msgspec
 
 from agent.progress import CharacterSpeech, DirectorError, DirectorPlan
@@ -29,15 +27,12 @@ from server import protocol as p
 from server.client_voice import CLIENT_VOICE_MESSAGES, voice_of
 from server.client_voice import handle as handle_voice
 from server.core.conductor import Conductor, Refused
-from server.core.outputs import AudioOut, Figures, Output, Sink, StoryMoved, Unshown, VideoOut, droppable
+from server.core.outputs import AudioOut, Figures, Output, StoryMoved, Unshown, VideoOut
 from streaming_model.worker import WorkerMoved
-
-Put = Callable[[bytes | str, bool], Awaitable[None]]
-"""A connection's sender: (frame, droppable)."""
 
 
 class ProtocolAdapter:
-    """One session's protocol: ``handle`` a client message, ``sink`` its outputs into a connection."""
+    """One session's protocol: ``handle`` a client message, ``encode`` its outputs for the wire."""
 
     def __init__(self, conductor: Conductor) -> None:
         self.conductor = conductor
@@ -91,14 +86,6 @@ class ProtocolAdapter:
     async def _publish(self, event: Event, ref: str | None) -> p.InputAccepted:
         await self.conductor.publish(event)
         return p.InputAccepted(event_id=event.id, kind=_kind_of(event), ref=ref)
-
-    def sink(self, put: Put) -> Sink:
-        """The session's outputs, as protocol frames, into ``put`` (a connection's sender)."""
-
-        async def send(item: Output) -> None:
-            await put(self.encode(item), droppable(item))
-
-        return send
 
     def encode(self, item: Output) -> bytes | str:
         """One output as what goes on the wire."""

@@ -433,14 +433,18 @@ class OnstageServer:
         )
         await outbox.put(p.encode_server(started), droppable=False)
         live.conductor.attach(outbox.sink(live.adapter))
+        if previous is not None and previous is not outbox:
+            live.conductor.away.missed(previous.unsent())  # told on the new connection
         return live
 
     def _detach(self, live: LiveSession) -> None:
         """The client went away: the session pauses and waits ``resume_grace_s`` for it to come back. Its
         live slot is free at once; past ``max_waiting_sessions`` waiting, the longest waiting is ended."""
-        live.dropped_before += live.outbox.dropped if live.outbox is not None else 0
-        live.outbox = None
         live.conductor.attach(None)
+        if live.outbox is not None:
+            live.dropped_before += live.outbox.dropped
+            live.conductor.away.missed(live.outbox.unsent())
+        live.outbox = None
         loop = asyncio.get_running_loop()
         live.left_at = loop.time()
         live.expires = loop.call_later(self.limits.resume_grace_s, self._end_soon, live)

@@ -31,6 +31,11 @@ class Connection(Protocol):
         """Where a session's outputs go while it streams to this connection."""
         ...
 
+    def unsent(self) -> list[str]:
+        """Once the connection has closed: the inputs whose answering frame it never wrote (the session
+        tells the client on its return)."""
+        ...
+
     async def close(self, flush_s: float = 1.0) -> None:
         """Stop sending; control messages already queued get ``flush_s`` to go out."""
         ...

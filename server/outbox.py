@@ -24,13 +24,14 @@ from websockets.exceptions import ConnectionClosed
 
 from server.adapter import ProtocolAdapter
 from server.backlog import Backlog, frame_bytes
-from server.core.outputs import Sink
+from server.core.outputs import Output, Sink, answers, droppable
 
 
 class _Media(NamedTuple):
     queued: float  # when it was put
     data: bytes
     keep: bool  # never dropped (it answers an input)
+    answers: tuple[str, ...]  # the inputs it is the outcome of
 
 
 class Outbox:
@@ -58,22 +59,26 @@ class Outbox:
         self._idle = asyncio.Event()  # set whenever everything queued has been sent
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._sending: deque[_Media] = deque()  # the media being written now
+        self._unsent: list[str] = []  # inputs whose answering frame came after the connection closed
         self.closed = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="outbox")
 
-    async def put(self, data: bytes | str, droppable: bool) -> None:
+    async def put(self, data: bytes | str, droppable: bool, answers: tuple[str, ...] = ()) -> None:
         """Queue a frame: binary frames are media, text frames control. Media beyond ``media_frames``
-        pending pushes out the oldest droppable media frame."""
+        pending pushes out the oldest droppable media frame. ``answers``: the inputs a media frame is the
+        outcome of (``unsent`` tells them if it never goes out)."""
         if self.closed:
             if droppable:
                 self.dropped += 1
+            self._unsent.extend(answers)
             return
         if isinstance(data, bytes):
             if len(self._media) >= self._media_max:
                 self._push_out_oldest()
-            self._media.append(_Media(time.monotonic(), data, keep=not droppable))
+            self._media.append(_Media(time.monotonic(), data, keep=not droppable, answers=answers))
         else:
             if len(self._control) >= self._control_max:
                 # A client this far behind on control messages is gone in all but name.
@@ -91,13 +96,25 @@ class Outbox:
                 self._wake.clear()
                 while self._control or self._media:
                     # Control first: a pong or an error must not wait behind video.
-                    batch = [self._control.popleft()] if self._control else self._media_in_time()
-                    for data in batch:
-                        self._backlog.wrote(data)
-                        await self.ws.send(data)
+                    if self._control:
+                        await self._send(self._control.popleft())
+                        continue
+                    self._sending = self._media_in_time()
+                    while self._sending:
+                        await self._send(self._sending[0].data)
+                        self._sending.popleft()
                 self._idle.set()
         except ConnectionClosed:
             self.closed = True
+
+    async def _send(self, data: bytes | str) -> None:
+        self._backlog.wrote(data)
+        await self.ws.send(data)
+
+    def unsent(self) -> list[str]:
+        """Once the connection has closed: the inputs whose answering frame it never wrote."""
+        queued = [a for m in (*self._sending, *self._media) for a in m.answers]  # from before it closed
+        return [*queued, *self._unsent]
 
     def _push_out_oldest(self) -> None:
         oldest = next((m for m in self._media if not m.keep), None)
@@ -105,7 +122,7 @@ class Outbox:
             self._media.remove(oldest)
             self.dropped += 1
 
-    def _media_in_time(self) -> list[bytes]:
+    def _media_in_time(self) -> deque[_Media]:
         """Take the media queued (the frames due together, or more after a slow write) and keep what
         reaches the client in time: not older than ``max_age_s``, and all of it within ``backlog_s``
         behind what is pending at the rate the client takes bytes when it is behind (a client that has
@@ -123,11 +140,15 @@ class Outbox:
             kept = [m for m in batch if m.keep or newest.get(m.data[0]) is m]
             self.dropped += len(batch) - len(kept)
             batch = kept
-        return [m.data for m in batch]
+        return deque(batch)
 
     def sink(self, adapter: ProtocolAdapter) -> Sink:
         """A session's outputs as protocol frames, media and all, into this WebSocket."""
-        return adapter.sink(self.put)
+
+        async def send(item: Output) -> None:
+            await self.put(adapter.encode(item), droppable(item), answers(item))
+
+        return send
 
     async def hang_up(self, code: int, reason: str) -> None:
         """Close the WebSocket with ``code``."""

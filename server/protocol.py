@@ -286,8 +286,8 @@ class InputAccepted(ServerMessage, kw_only=True, tag="input.accepted"):
 
 class InputOutcome(ServerMessage, kw_only=True, tag="input.outcome"):
     """(Extension) Input ``event_id`` will not show in any frame, and why (``reason``: ``cooldown``,
-    ``no_reaction``, ``outranked``, ``stale``, ``expired``, ``replaced``, ``interrupted``, ``interrupt``);
-    ``detail`` says it in words. An input that shows gets no such message: a frame's ``reflects`` names it."""
+    ``no_reaction``, ``outranked``, ``stale``, ``expired``, ``replaced``, ``interrupted``, ``interrupt``,
+    ``away``: it showed in a frame no client was connected for); ``detail`` says it in words. An input that shows gets no such message: a frame's ``reflects`` names it."""
 
     event_id: str
     shown: bool

@@ -61,11 +61,12 @@ from events.vocabulary import (
     SpeechStopped,
     TextInput,
 )
+from server.core.away import Away
 from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
 from server.core.media_out import MediaOut
 from server.core.notices import Notices
-from server.core.outputs import AudioOut, Figures, Output, Sink, StoryMoved, VideoOut
+from server.core.outputs import Figures, Output, Sink, StoryMoved
 from server.core.schedule import ChunkSchedule, Clock
 from server.media import MediaClock, encode_frames
 from server.speech import SpeechPlayer
@@ -160,7 +161,8 @@ class Conductor:
         self._attached.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._urgent: Subscription | None = None
-        self.frames_dropped = 0
+        self.away = Away()
+        """What the session said while no client was connected, for the client's return."""
         self.redirects = 0
         self.replaced = 0  # generated chunks regenerated before they were sent
         self._carry: set[str] = set()
@@ -576,10 +578,16 @@ class Conductor:
         """The session's figures now: frame rate over the last second, on-time share, reaction times."""
         return self.media.figures()
 
+    @property
+    def frames_dropped(self) -> int:
+        """Media frames made while no client was connected (none of them sent)."""
+        return self.away.media_dropped
+
     async def _out(self, item: Output) -> None:
         sink = self._sink
         if sink is None:
-            if isinstance(item, (VideoOut, AudioOut)):  # media with no client to take it: dropped, counted
-                self.frames_dropped += 1
+            self.away.hold(item)
             return
+        for held in self.away.take():  # what the client missed while it was away goes first
+            await sink(held)
         await sink(item)

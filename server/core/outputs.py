@@ -79,12 +79,15 @@ Sink = Callable[[Output], Awaitable[None]]
 """Where a session's outputs go: the transport's sender for the connection the client is on."""
 
 
+def answers(item: Output) -> tuple[str, ...]:
+    """The inputs ``item`` is the outcome of: a video frame's ``reflects``, else none."""
+    return item.reflects if isinstance(item, VideoOut) else ()
+
+
 def droppable(item: Output) -> bool:
     """Whether a client that cannot keep up may lose ``item``: media, but for a video frame whose
     ``reflects`` names inputs (it is their outcome: every accepted input gets one)."""
-    if isinstance(item, VideoOut):
-        return not item.reflects
-    return isinstance(item, AudioOut)
+    return isinstance(item, (VideoOut, AudioOut)) and not answers(item)
 
 
 class Observer(Protocol):

@@ -46,6 +46,7 @@ class RtcConnection:
         self.live = asyncio.Event()
         """Set once a session streams to this connection (the server asked for its ``sink``)."""
         self._control_dropped = 0
+        self._unsent: list[str] = []  # inputs whose chunk message came after the channel closed
         self._incoming: asyncio.Queue[str | bytes | None] = asyncio.Queue()
         self._clock_told = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -113,10 +114,16 @@ class RtcConnection:
     def dropped(self) -> int:
         return self.video.dropped + self.voice.dropped + self._control_dropped
 
+    def _open(self) -> bool:
+        return not self.closed and self.channel is not None and self.channel.readyState == "open"
+
+    def unsent(self) -> list[str]:
+        return list(self._unsent)
+
     async def put(self, data: bytes | str, droppable: bool) -> None:
         """A protocol frame onto the data channel (media frames go onto the tracks: see ``sink``)."""
         channel = self.channel
-        if self.closed or channel is None or channel.readyState != "open":
+        if channel is None or not self._open():
             self._control_dropped += droppable
             return
         if channel.bufferedAmount > MAX_BUFFERED_BYTES:
@@ -131,7 +138,9 @@ class RtcConnection:
         async def send(item: Output) -> None:
             match item:
                 case VideoOut():
-                    if item.frame == 0:
+                    if item.frame == 0 and not self._open():
+                        self._unsent.extend(item.reflects)  # the chunk's message is what tells them
+                    elif item.frame == 0:
                         await self.put(messages.encode(messages.VideoChunk.of(item)), droppable=False)
                     await self._tell_clock()
                     self.video.put(item)

@@ -40,3 +40,29 @@ async def test_a_client_that_keeps_up_gets_every_frame_of_late_chunks_sent_in_bu
                 received.append(int.from_bytes(message[1:3]))
     (outbox,) = outboxes
     assert (received, outbox.dropped) == (list(range(BURSTS * PER_BURST)), 0)
+
+
+async def test_a_closed_connection_tells_which_inputs_answering_frames_it_never_wrote() -> None:
+    outboxes: list[Outbox] = []
+    closed = asyncio.Event()
+
+    async def handler(ws: ServerConnection) -> None:
+        outbox = Outbox(ws)
+        outboxes.append(outbox)
+        outbox.start()
+        await ws.wait_closed()
+        # Queued before the outbox learns the connection is gone, then put after it knows.
+        await outbox.put(b"\x02" + bytes(FRAME_BYTES), droppable=False, answers=("e1",))
+        await outbox.put(b"\x03" + bytes(FRAME_BYTES), droppable=True)
+        while not outbox.closed:  # noqa: ASYNC110 (the sender finds out when it writes)
+            await asyncio.sleep(0.01)
+        await outbox.put(b"\x02" + bytes(FRAME_BYTES), droppable=False, answers=("e2", "e3"))
+        closed.set()
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(f"ws://127.0.0.1:{port}"):
+            pass
+        await asyncio.wait_for(closed.wait(), 10)
+    (outbox,) = outboxes
+    assert outbox.unsent() == ["e1", "e2", "e3"]
