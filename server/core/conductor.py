@@ -588,6 +588,7 @@ class Conductor:
         if sink is None:
             self.away.hold(item)
             return
-        for held in self.away.take():  # what the client missed while it was away goes first
-            await sink(held)
+        if self.away:  # what the client missed while it was away goes first
+            for held in self.away.take():
+                await sink(held)
         await sink(item)

@@ -138,10 +138,11 @@ class RtcConnection:
         async def send(item: Output) -> None:
             match item:
                 case VideoOut():
-                    if item.frame == 0 and not self._open():
-                        self._unsent.extend(item.reflects)  # the chunk's message is what tells them
-                    elif item.frame == 0:
-                        await self.put(messages.encode(messages.VideoChunk.of(item)), droppable=False)
+                    if item.frame == 0:
+                        if self._open():
+                            await self.put(messages.encode(messages.VideoChunk.of(item)), droppable=False)
+                        else:  # the chunk's message is what tells its inputs' outcome
+                            self._unsent.extend(item.reflects)
                     await self._tell_clock()
                     self.video.put(item)
                 case AudioOut():

@@ -12,13 +12,10 @@ import pytest
 import pytest_asyncio
 
 from events.vocabulary import Gesture
-from server import protocol as p
-from server.core.conductor import ConductorConfig
 from server.core.outputs import Unshown, VideoOut
 from server.sessions import SessionFactory
-from tests.server.core.test_replacement import Stepped
-from tests.support.clock import SteppedClock
 from tests.support.outputs import WAIT_S, Script
+from tests.support.stepped import Stepped, stepped_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -27,21 +24,8 @@ WAITING = 2
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def session(world_factory: SessionFactory) -> AsyncIterator[Stepped]:
-    clock = SteppedClock(100.0)
-    sessions = SessionFactory(
-        world_factory.backend,
-        world_factory.voice,
-        world_factory.hearing,
-        conductor=ConductorConfig(lead_chunks=0.9, replace=True),
-        clock=clock,
-    )
-    core, _ = await sessions.create("away", p.SessionStart(seed=3, director="none"), "token")
-    script = Script()
-    await core.start(script)
-    try:
-        yield Stepped(core, clock, script)
-    finally:
-        await core.close()
+    async with stepped_session(world_factory, "away", replace=True) as stepped:
+        yield stepped
 
 
 async def advance_until(session: Stepped, holds: Callable[[], bool]) -> None:
