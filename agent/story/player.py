@@ -333,9 +333,11 @@ class StoryPlayer:
             await self._save(generator_state)
             return self.current
 
-    async def rewind(self, checkpoint_id: str) -> Restored:
+    async def rewind(self, checkpoint_id: str, leaving: Callable[[], object] | None = None) -> Restored:
         """Go back to a checkpoint (``story.rewind``): story state, Director memory and realizer are restored,
-        and the generator's state is returned for the server to restore. The history keeps every node."""
+        and the generator's state is returned for the server to restore. The history keeps every node.
+        ``leaving`` runs once the checkpoint is found, just before it is put back: what it reports to the
+        realizer (the server cuts the voice of the timeline being left) still belongs to that timeline."""
         async with self._lock:
             if not any(node.checkpoint == checkpoint_id for node in self.history):
                 known = [node.checkpoint for node in self.history]
@@ -343,6 +345,8 @@ class StoryPlayer:
             checkpoint = await self.store.checkpoint(self.session, checkpoint_id)
             if checkpoint is None:
                 raise StoryError.one("checkpoint", f"checkpoint {checkpoint_id!r} is missing from the store")
+            if leaving is not None:
+                leaving()
             restored = await self._restore(checkpoint)
             await self.store.save(self._record())
             if self.director is not None:

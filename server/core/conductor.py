@@ -347,10 +347,11 @@ class Conductor:
     async def _rewind(self, story: StoryPlayer, checkpoint: str) -> None:
         self._restoring = True
         try:
-            restored = await story.rewind(checkpoint)
+            restored = await story.rewind(
+                checkpoint, lambda: self.player.interrupt(self.media.last_frame + 1)
+            )
         finally:
             self._restoring = False
-        self.player.interrupt(self.media.last_frame + 1)
         if restored.generator is not None:
             await self.worker.restore_state(restored.generator)
         self._k = restored.chunk + 1

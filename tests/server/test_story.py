@@ -126,3 +126,17 @@ async def test_a_restarted_server_brings_a_story_session_back_where_it_was(facto
             await client.wait_type("story.state", node="shed")
     finally:
         await second.close()
+
+
+async def test_speech_cut_by_a_rewind_is_told_interrupted(url: str) -> None:
+    async with SessionClient(url) as client:
+        await client.start(story="garden_gate", seed=6, director="script")
+        gate = await client.wait_type("story.state", node="gate")
+        await client.send({"type": "story.choose", "choice": "wave"})
+        lost = "I lost the key. Somewhere near the shed, I think."
+        await client.wait_type("character.speech", 30, text=lost, state="started")
+        await client.send({"type": "story.rewind", "checkpoint": gate["checkpoint"], "ref": "r"})
+        cut = await client.wait_type("character.speech", 30, text=lost, state="interrupted")
+        assert lost.startswith(cut["heard_text"])  # what had been played when the rewind cut it
+        spoken = [(m["text"], m["state"]) for m in client.received.of_type("character.speech")]
+        assert (lost, "ended") not in spoken

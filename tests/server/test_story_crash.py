@@ -141,6 +141,15 @@ async def test_a_server_killed_mid_stream_comes_back_on_its_story_database(tmp_p
         again = await client.wait_for(lambda m: m.get("type") == "story.state", CHUNK_WAIT_S, since)
         assert (again["node"], again["checkpoint"]) == ("porch", porch["checkpoint"])
         rewound = [await chunk_frames(client, chunk + 1, media), await chunk_frames(client, chunk + 2, media)]
+        # Inside the server's context: a failure shows what the revived server logged.
+        assert resumed == rewound, differing(chunk, resumed, rewound)  # byte for byte: it is deterministic
+    assert resumed == original, differing(chunk, original, resumed)  # and as the killed server sent it
 
-    assert resumed == rewound  # byte for byte: the runtime is deterministic
-    assert resumed == original  # and the same as the killed server sent after that checkpoint
+
+def differing(chunk: int, a: list[list[bytes]], b: list[list[bytes]]) -> str:
+    """Which frames of generator chunks ``chunk`` + 1 and + 2 differ between two streams."""
+    return "; ".join(
+        f"chunk {chunk + 1 + i}: frames {[f for f in range(max(len(x), len(y))) if x[f : f + 1] != y[f : f + 1]]}"
+        f" of {len(x)} / {len(y)} differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True))
+    )

@@ -111,9 +111,13 @@ def test_the_report_states_the_rule_draws_both_plots_and_rebuilds_from_its_resul
     again, rejudged = rebuild(tmp_path)
     assert again == results and rejudged == judged
     assert (tmp_path / "report.md").read_text() == report
-    # Another rule rejudges the same numbers: a margin of 1000 seed spreads lets the mouth and the colours
-    # pass; the share of actions shown still differs, since every baseline seed showed them all (spread 0).
+    # Another rule rejudges the same numbers: a margin of 1000 seed spreads lets the mouth pass; a metric
+    # every baseline seed scored alike (spread 0: all actions shown, and on some CPUs the same colour
+    # distance on every seed) still differs, since any change exceeds 1000 x 0.
     lenient = {c.metric: c for _, c in rebuild(tmp_path, Rule(margin=1000.0))[1]}
-    assert lenient["mouth_r"].verdict == lenient["identity_dist"].verdict == "within the noise floor"
+    assert lenient["mouth_r"].verdict == "within the noise floor"
     assert lenient["actions_shown"].verdict == "differs"
+    for metric in HURT:
+        spread = lenient[metric].baseline_std
+        assert lenient[metric].verdict == ("differs" if spread == 0 else "within the noise floor"), metric
     assert Rule(margin=1000.0).statement() in (tmp_path / "report.md").read_text()
