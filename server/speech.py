@@ -79,7 +79,9 @@ class SpeechPlayer:
     async def _synthesize(self, now: _Speaking) -> None:
         try:
             while now.sentences_left and self._now is now:
-                part = await self.voice.synthesize_async(now.sentences_left.pop(0))
+                part = await self.voice.synthesize_async(
+                    now.sentences_left.pop(0), first=now.utterance is None
+                )
                 if self._now is not now:
                     return
                 if now.utterance is None:

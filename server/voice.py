@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.signal import resample_poly
 
-from events.priority import background_executor
+from events.priority import BACKGROUND_NICENESS, background_executor
 
 OUTPUT_RATE = 24_000  # 1000 samples per video frame at 24 fps: every frame carries a whole slice
 _SENTENCE = re.compile(r"[^.!?;:]+[.!?;:]*")
@@ -113,16 +113,22 @@ class Voice:
         self.rate = rate
         self.sampling_noise = sampling_noise
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executors: dict[bool, ThreadPoolExecutor] = {}
         self._executor_lock = threading.Lock()  # not _lock: that one is held through a whole synthesis
 
-    async def synthesize_async(self, text: str) -> Utterance:
-        """``synthesize`` on the voice's own worker thread, at a lower CPU priority than the video
-        (``events.priority``), awaited without blocking the loop."""
+    async def synthesize_async(self, text: str, first: bool = False) -> Utterance:
+        """``synthesize`` on a worker thread of the voice, awaited without blocking the loop: a lower CPU
+        priority than the video (``events.priority``) for most of what it says, the video's own for a
+        ``first`` sentence, which a chunk's mouth waits for (at the lower priority, a busy core starved it
+        for a second and more, and the picture waited)."""
         with self._executor_lock:
-            if self._executor is None:
-                self._executor = background_executor("voice")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.synthesize, text)
+            executor = self._executors.get(first)
+            if executor is None:
+                niceness = 0 if first else BACKGROUND_NICENESS
+                executor = self._executors[first] = background_executor(
+                    "voice-first" if first else "voice", niceness
+                )
+        return await asyncio.get_running_loop().run_in_executor(executor, self.synthesize, text)
 
     def _sentence_audio(self, sentence: str) -> np.ndarray:
         from piper import SynthesisConfig

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+
 import numpy as np
 import pytest
 
-from server.voice import OUTPUT_RATE, Voice
+from events.priority import BACKGROUND_NICENESS
+from server.voice import OUTPUT_RATE, Utterance, Voice
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +55,24 @@ def test_the_mouth_envelope_is_open_in_speech_and_closed_in_the_pause_between_se
 def test_empty_text_gives_an_empty_utterance() -> None:
     empty = Voice().synthesize("  ... ")
     assert empty.samples.size == 0 and empty.words == () and empty.heard_text(100) == ""
+
+
+class _Niceness(Voice):
+    """The real voice, noting the nice value of the thread each synthesis runs on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+
+    def synthesize(self, text: str) -> Utterance:
+        self.seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return super().synthesize(text)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are a Linux feature")
+async def test_a_first_sentence_is_spoken_at_the_videos_priority_and_the_rest_below_it() -> None:
+    # The mouth of a chunk waits for the first sentence; the rest is synthesised while it plays.
+    voice, base = _Niceness(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    await voice.synthesize_async("Hello there.", first=True)
+    await voice.synthesize_async("Who is at the door today?")
+    assert voice.seen == [base, min(19, base + BACKGROUND_NICENESS)]
