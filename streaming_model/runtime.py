@@ -202,7 +202,7 @@ class Session:
         with computing():
             z = self.codec.encode(to_pixels(torch.from_numpy(ref))[None]).float()[:, None]
             cos, sin = self.dit.rope_tables(torch.zeros(1))
-            _, kv = self.dit.run(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
+            kv = self.dit.keys_values(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
         self.cache.prefill_sink(kv)
         self._base = z  # the first chunk starts from the reference pose
 
@@ -248,7 +248,8 @@ class Session:
     @overload
     def commit(self, pending: PendingChunk, decode: bool) -> np.ndarray | None: ...
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
-        """Write the chunk into the cache (one pass over it at the context noise level) and decode it."""
+        """Write the chunk into the cache (one pass over it at the context noise level, as far as the last
+        block's keys and values) and decode it."""
         if pending.index != self.index:
             raise ValueError(
                 f"pending chunk {pending.index} does not follow the session (at chunk {self.index})"
@@ -258,7 +259,8 @@ class Session:
         noise = seeded_noise(self.seed, self.index, COMMIT_STEP, self._latent_shape)
         with computing():
             ctx = renoise(pending.latent, noise, CONTEXT_T)
-            _, kv = self.dit.run(
+            # Only the keys and values are kept: the chunk's prediction is pending.latent already.
+            kv = self.dit.keys_values(
                 ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
             )
             self.cache.commit(self._damaged(kv) if self.cache_noise else kv)
