@@ -30,6 +30,7 @@ from .codec import Codec, to_pixels, to_uint8
 from .condition import ChunkCondition, continuous_features, encode, next_phase
 from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
+from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .precision import compute_dtype, computing
 from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, levels, renoise, seeded_noise
@@ -121,6 +122,15 @@ class Generator:
         # Channels-last convolutions: the decoder took 30 ms a chunk instead of 50 in fp32 on one AVX2
         # thread, with bit-identical pixels.
         self.codec = codec.eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
+        self._dits: dict[Linears, DiT] = {"float": self.dit}
+
+    def dit_for(self, linears: Linears) -> DiT:
+        """The transformer with its blocks' Linear layers in ``linears`` (``streaming_model.linears``); the
+        int8 copy is made on first use and shared by every session that asks for it."""
+        linears = check_linears(linears)
+        if linears not in self._dits:
+            self._dits[linears] = with_linears(self.dit, linears)
+        return self._dits[linears]
 
     @classmethod
     def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = CODEC_PATH) -> Generator:
@@ -137,8 +147,12 @@ class Generator:
         cache_mode: CacheMode = "write_time",
         journal: int = 8,
         cache_noise: float = 0.0,
+        linears: Linears = "float",
     ) -> Session:
         """A new session whose identity comes from a reference chunk/image, or a built-in identity.
+
+        ``linears``: what the transformer blocks' matrix products compute in (``streaming_model.linears``;
+        ``float`` as trained, ``int8`` the faster dynamic quantisation).
 
         ``cache_noise`` damages the session on purpose (0 in every real one): seeded Gaussian noise of that
         many standard deviations of each committed chunk's keys and values is added to them before the
@@ -149,7 +163,8 @@ class Generator:
             reference = reference_chunk(np.array([identity]))[0]
         if not cache_noise >= 0.0:
             raise ValueError(f"cache_noise must be >= 0, got {cache_noise}")
-        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise)
+        dit = self.dit_for(linears)
+        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise, dit)
 
 
 class Session:
@@ -164,8 +179,9 @@ class Session:
         cache_mode: CacheMode,
         journal: int,
         cache_noise: float = 0.0,
+        dit: DiT | None = None,
     ) -> None:
-        self.dit, self.codec = gen.dit, gen.codec
+        self.dit, self.codec = dit or gen.dit, gen.codec
         cfg = self.dit.cfg
         self.seed, self.levels, self.cache_noise = seed, levels(steps), cache_noise
         self.cache = KVCache(
