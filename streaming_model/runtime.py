@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 import msgspec
 import numpy as np
@@ -32,7 +32,7 @@ from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
-from .precision import compute_dtype, computing
+from .precision import compute_dtype, computing, held_for_compute
 from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, levels, renoise, seeded_noise
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
@@ -122,14 +122,16 @@ class Generator:
         # Channels-last convolutions: the decoder took 30 ms a chunk instead of 50 in fp32 on one AVX2
         # thread, with bit-identical pixels.
         self.codec = codec.eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
-        self._dits: dict[Linears, DiT] = {"float": self.dit}
+        self._dits: dict[Linears, DiT] = {}
 
     def dit_for(self, linears: Linears) -> DiT:
-        """The transformer with its blocks' Linear layers in ``linears`` (``streaming_model.linears``); the
-        int8 copy is made on first use and shared by every session that asks for it."""
+        """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``)
+        and the float ones held in the compute format (``precision.held_for_compute``; bit-identical to
+        ``self.dit`` inside ``computing()``). Made on first use and shared by every session that asks for it;
+        ``self.dit`` stays the fp32 model as loaded."""
         linears = check_linears(linears)
         if linears not in self._dits:
-            self._dits[linears] = with_linears(self.dit, linears)
+            self._dits[linears] = cast("DiT", held_for_compute(with_linears(self.dit, linears)))
         return self._dits[linears]
 
     @classmethod
@@ -181,7 +183,7 @@ class Session:
         cache_noise: float = 0.0,
         dit: DiT | None = None,
     ) -> None:
-        self.dit, self.codec = dit or gen.dit, gen.codec
+        self.dit, self.codec = (gen.dit_for("float") if dit is None else dit), gen.codec
         cfg = self.dit.cfg
         self.seed, self.levels, self.cache_noise = seed, levels(steps), cache_noise
         self.cache = KVCache(
