@@ -9,12 +9,13 @@ Per chunk = generate (all denoise steps) + commit (the cache write pass) + decod
 Cache maintenance = time spent rotating/quantizing/assembling cached keys and values.
 
 The paths, each its own session on the same script and seed:
-- ``today``: --steps denoise steps, float linears, the commit pass through the whole network (as before
-  ``DiT.keys_values``, kept here only as the reference to measure against);
-- ``short commit``: the same with the commit pass stopping at the last block's keys and values (the
-  default now; bit-identical frames);
+- ``today``: --steps denoise steps on the fp32 model as loaded, float linears, the commit pass through
+  the whole network (as before ``DiT.keys_values``; kept here only as the reference to measure against);
+- ``short commit``: the same with the commit pass stopping at the last block's keys and values;
+- ``held``: and, where the machine computes in bf16, the Linear weights held in bf16
+  (``precision.held_for_compute``): a session as it opens now, frames bit-identical to ``today``'s;
 - ``int8``: and the blocks' Linear layers in dynamic int8 (``linears=int8``);
-- ``1 step``, ``1 step int8``: one denoise step, with float or int8 linears;
+- ``1 step``, ``1 step int8``: one denoise step, with float or int8 linears (both held);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -42,6 +43,7 @@ from streaming_model.loading import CODEC_PATH, DIT_PATH
 from streaming_model.manifest import ACTION_NAMES, build_manifest
 from streaming_model.precision import compute_dtype
 from streaming_model.runtime import Generator, Session
+from streaming_model.world.episodes import reference_chunk
 from tests.support.commit_pass import commit_whole
 
 BUDGET_MS = 1000.0 * build_manifest().chunk_s  # the tiny model's chunk: 166.7 ms
@@ -76,10 +78,8 @@ def script(n: int) -> list[ChunkCondition]:
 class Lane:
     """One path's session and what it measured, chunk by chunk."""
 
-    def __init__(self, name: str, session: Session, chunks: int, whole_commit: bool = False) -> None:
+    def __init__(self, name: str, session: Session, chunks: int) -> None:
         self.name, self.session, self.chunks = name, session, chunks
-        if whole_commit:
-            commit_whole(session)
         self.times: list[float] = []
         self.stages: list[tuple[float, float, float]] = []  # generate, commit, decode (ms)
         self.rss: list[float] = []
@@ -176,14 +176,21 @@ def main() -> None:
     def session(steps: int, linears: Linears = "float", mode: CacheMode = "write_time") -> Session:
         return gen.open_session(identity=1, seed=0, steps=steps, cache_mode=mode, linears=linears)
 
+    def as_loaded(steps: int, mode: CacheMode = "write_time", whole: bool = True) -> Session:
+        """A session on the fp32 model as loaded (weights cast by autocast on use), as before."""
+        reference = reference_chunk(np.array([1]))[0]
+        s = Session(gen, reference, 0, steps, mode, 8, 0.0, gen.dit)
+        return commit_whole(s, gen.dit) if whole else s
+
     n = args.chunks
     paths = [
-        Lane("today", session(args.steps), n, whole_commit=True),
-        Lane("short commit", session(args.steps), n),
+        Lane("today", as_loaded(args.steps), n),
+        Lane("short commit", as_loaded(args.steps, whole=False), n),
+        Lane("held", session(args.steps), n),
         Lane("int8", session(args.steps, "int8"), n),
         Lane("1 step", session(1), n),
         Lane("1 step int8", session(1, "int8"), n),
-        Lane("naive", session(args.steps, mode="naive"), min(n, args.naive_chunks), whole_commit=True),
+        Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
     t0 = time.perf_counter()
     run(paths, script(n))

@@ -28,7 +28,8 @@ class WholePass:
         return self._dit.run(z, c, cos, sin, attend)[1]
 
 
-def commit_whole(session: Session) -> Session:
-    """``session`` with its later commit passes run through the whole network (its prefill is done)."""
-    session.dit = cast("DiT", WholePass(session.dit))
+def commit_whole(session: Session, dit: DiT | None = None) -> Session:
+    """``session`` with its later commit passes run through the whole network (its prefill is done), of
+    ``dit`` when given (the fp32 model as loaded, to time the path as it was) or the session's own."""
+    session.dit = cast("DiT", WholePass(session.dit if dit is None else dit))
     return session
