@@ -1,17 +1,31 @@
-"""Benchmark the streaming generator: per-chunk time and cache maintenance, write-time vs naive.
+"""Benchmark the streaming generator: per-chunk time of today's path and of the faster candidates, as
+ratios measured in one run, and cache maintenance, write-time vs naive.
 
     python benchmarks/generator.py                 # 300 chunks per path, 1 thread
     python benchmarks/generator.py --chunks 3600   # a 10-minute session (memory checked along the way);
                                                    # the naive path runs --naive-chunks (default 300)
 
-Per chunk = generate (all denoise steps) + commit (the cache write pass) + decode to pixels.
+Per chunk = generate (all denoise steps) + commit (the cache write pass) + decode to pixels, each timed.
 Cache maintenance = time spent rotating/quantizing/assembling cached keys and values.
+
+The paths, each its own session on the same script and seed:
+- ``today``: --steps denoise steps on the fp32 model as loaded, float linears, the commit pass through
+  the whole network (as before ``DiT.keys_values``; kept here only as the reference to measure against);
+- ``short commit``: the same with the commit pass stopping at the last block's keys and values;
+- ``held``: and, where the machine computes in bf16, the Linear weights held in bf16
+  (``precision.held_for_compute``): a session as it opens now, frames bit-identical to ``today``'s;
+- ``int8``: and the blocks' Linear layers in dynamic int8 (``linears=int8``);
+- ``1 step``, ``1 step int8``: one denoise step, with float or int8 linears (both held);
+- ``naive``: today's chunk on the naive cache path (the upkeep comparison).
+The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
+the ratios to ``today`` compare like with like.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,11 +33,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+# The checkout's own packages (not an editable install's) and tests.support.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from streaming_model.condition import ChunkCondition
 from streaming_model.kv_cache import CacheMode
+from streaming_model.linears import Linears
 from streaming_model.loading import CODEC_PATH, DIT_PATH
 from streaming_model.manifest import ACTION_NAMES, build_manifest
+from streaming_model.precision import compute_dtype
 from streaming_model.runtime import Generator, Session
+from streaming_model.world.episodes import reference_chunk
+from tests.support.commit_pass import commit_whole
 
 BUDGET_MS = 1000.0 * build_manifest().chunk_s  # the tiny model's chunk: 166.7 ms
 
@@ -54,26 +75,56 @@ def script(n: int) -> list[ChunkCondition]:
     return out
 
 
-def run(session: Session, conds: list[ChunkCondition]) -> dict[str, float]:
-    """Step through conds; per-chunk times and maintenance."""
-    times, rss = [], []
-    for i, c in enumerate(conds):
+class Lane:
+    """One path's session and what it measured, chunk by chunk."""
+
+    def __init__(self, name: str, session: Session, chunks: int) -> None:
+        self.name, self.session, self.chunks = name, session, chunks
+        self.times: list[float] = []
+        self.stages: list[tuple[float, float, float]] = []  # generate, commit, decode (ms)
+        self.rss: list[float] = []
+
+    def step(self, i: int, cond: ChunkCondition) -> None:
+        """Generate, commit and decode chunk i, each timed."""
         t0 = time.perf_counter()
-        session.step(c)
-        times.append(1000.0 * (time.perf_counter() - t0))
+        pending = self.session.generate(cond)
+        t1 = time.perf_counter()
+        assert pending is not None
+        self.session.commit(pending, decode=False)
+        t2 = time.perf_counter()
+        self.session.decode(pending)
+        t3 = time.perf_counter()
+        self.times.append(1000.0 * (t3 - t0))
+        self.stages.append((1000.0 * (t1 - t0), 1000.0 * (t2 - t1), 1000.0 * (t3 - t2)))
         if i % 100 == 0:
-            rss.append(rss_mb())
-    rss.append(rss_mb())
-    warm = times[5:]  # the first chunks pay one-time allocation costs
-    return {
-        "median_ms": statistics.median(warm),
-        "p99_ms": float(np.percentile(warm, 99)),
-        "max_ms": max(warm),
-        "late_share": float(np.mean(np.array(warm) > BUDGET_MS)),
-        "maint_ms": 1000.0 * session.cache.maintenance_s / len(conds),
-        "rss_start_mb": rss[1] if len(rss) > 2 else rss[0],
-        "rss_end_mb": rss[-1],
-    }
+            self.rss.append(rss_mb())
+
+    def summary(self) -> dict[str, float]:
+        """Median, p99, max, late share, stage medians, upkeep and memory (the first 5 chunks left out:
+        they pay one-time allocation costs)."""
+        warm, stages = self.times[5:], np.array(self.stages[5:])
+        rss = [*self.rss, rss_mb()]
+        return {
+            "chunks": len(self.times),
+            "median_ms": statistics.median(warm),
+            "p99_ms": float(np.percentile(warm, 99)),
+            "max_ms": max(warm),
+            "late_share": float(np.mean(np.array(warm) > BUDGET_MS)),
+            "generate_ms": float(np.median(stages[:, 0])),
+            "commit_ms": float(np.median(stages[:, 1])),
+            "decode_ms": float(np.median(stages[:, 2])),
+            "maint_ms": 1000.0 * self.session.cache.maintenance_s / len(self.times),
+            "rss_start_mb": rss[1] if len(rss) > 2 else rss[0],
+            "rss_end_mb": rss[-1],
+        }
+
+
+def run(paths: list[Lane], conds: list[ChunkCondition]) -> None:
+    """Step every path through conds, taking turns chunk by chunk (a path stops at its own length)."""
+    for i, c in enumerate(conds):
+        for path in paths:
+            if i < path.chunks:
+                path.step(i, c)
 
 
 def interrupt_latency(session: Session, trials: int) -> dict[str, float]:
@@ -110,7 +161,7 @@ def interrupt_latency(session: Session, trials: int) -> dict[str, float]:
 
 
 def main() -> None:
-    """Run both cache paths on the same script and print a table."""
+    """Run every path on the same script, in turns, and print a table with each path's ratio to today."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1)
@@ -121,28 +172,49 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
-    results = {}
-    modes: tuple[tuple[CacheMode, int], ...] = (
-        ("write_time", args.chunks),
-        ("naive", min(args.chunks, args.naive_chunks)),
-    )
-    for mode, n in modes:
-        session = gen.open_session(identity=1, seed=0, steps=args.steps, cache_mode=mode)
-        results[mode] = run(session, script(n))
-        results[mode]["chunks"] = n
-    w, naive = results["write_time"], results["naive"]
-    print(f"{args.steps} denoise steps, {args.threads} thread(s), budget {BUDGET_MS:.1f} ms per chunk")
+
+    def session(steps: int, linears: Linears = "float", mode: CacheMode = "write_time") -> Session:
+        return gen.open_session(identity=1, seed=0, steps=steps, cache_mode=mode, linears=linears)
+
+    def as_loaded(steps: int, mode: CacheMode = "write_time", whole: bool = True) -> Session:
+        """A session on the fp32 model as loaded (weights cast by autocast on use), as before."""
+        reference = reference_chunk(np.array([1]))[0]
+        s = Session(gen, reference, 0, steps, mode, 8, 0.0, gen.dit)
+        return commit_whole(s, gen.dit) if whole else s
+
+    n = args.chunks
+    paths = [
+        Lane("today", as_loaded(args.steps), n),
+        Lane("short commit", as_loaded(args.steps, whole=False), n),
+        Lane("held", session(args.steps), n),
+        Lane("int8", session(args.steps, "int8"), n),
+        Lane("1 step", session(1), n),
+        Lane("1 step int8", session(1, "int8"), n),
+        Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
+    ]
+    t0 = time.perf_counter()
+    run(paths, script(n))
+    wall = time.perf_counter() - t0
+    results = {p.name: p.summary() for p in paths}
+    today = results["today"]
     print(
-        f"{'path':<11} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
-        f"{'maint ms':>9} {'maint %':>8} {'RSS MiB':>15}"
+        f"{args.steps} denoise steps (today), {args.threads} thread(s), computing in {compute_dtype()}, "
+        f"budget {BUDGET_MS:.1f} ms per chunk, paths in turns, {wall:.0f} s"
     )
-    for mode, r in results.items():
+    print(
+        f"{'path':<13} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
+        f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'maint ms':>9} "
+        f"{'RSS MiB':>15}"
+    )
+    for name, r in results.items():
         print(
-            f"{mode:<11} {r['chunks']:>6} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
-            f"{100 * r['late_share']:>7.2f} {r['maint_ms']:>9.3f} {100 * r['maint_ms'] / r['median_ms']:>8.2f} "
-            f"{r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
+            f"{name:<13} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+            f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
+            f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
+            f"{r['decode_ms']:>7.1f} {r['maint_ms']:>9.3f} {r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
         )
-    print(f"maintenance naive / write-time: {naive['maint_ms'] / max(w['maint_ms'], 1e-9):.1f}x")
+    naive = results["naive"]
+    print(f"maintenance naive / write-time: {naive['maint_ms'] / max(today['maint_ms'], 1e-9):.1f}x")
     lat = interrupt_latency(gen.open_session(identity=1, seed=0, steps=args.steps), 40)
     print(
         f"interrupt: {lat['n']} cancelled mid-chunk, cancel->return median {lat['median_ms']:.1f} ms, "

@@ -325,8 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an option of the backend, e.g. fps=16, chunk_frames=12, width=160, height=96 for world"
-        " (repeatable)",
+        help="an option of the backend, e.g. fps=16, chunk_frames=12, width=160, height=96 for world, "
+        "steps=1, linears=int8 for tiny (repeatable)",
     )
     serve.add_argument(
         "--ice-address",
@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the scripted evaluation (every action, side turns, mouth against the voice, "
         "identity, motion, a long session for drift) on the same seeds for two configurations, and judge "
         "each probe metric: within the noise floor or not. Writes DIR/report.md with PNG plots and "
-        "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, "
+        "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, linears=float|int8, "
         "precision=auto|bf16|fp32, cache_noise=X (a deliberately damaged cache).",
     )
     evaluate.add_argument("--baseline", nargs="*", default=[], metavar="KEY=VALUE", help="default: as served")

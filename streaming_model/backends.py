@@ -1,14 +1,18 @@
 """The backends in the repository, by name: ``open_backend("world", {"fps": "16"})``.
 
-Options arrive as text (``--backend-option fps=16``); each backend names the ones it takes, and a wrong
-name, option or value is a ``ValueError`` saying which and what would do.
+Options arrive as text (``--backend-option fps=16``, ``--backend-option linears=int8``); each backend
+names the ones it takes, and a wrong name, option or value is a ``ValueError`` saying which and what would
+do. The tiny model takes ``steps`` (denoise steps per chunk) and ``linears`` (``float`` or ``int8``,
+``streaming_model.linears``); the world takes its clock and picture size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from .backend import Backend
+from .linears import Linears, check_linears
 
 BACKENDS: tuple[str, ...] = ("tiny", "world")
 """Backend names, the default first."""
@@ -16,10 +20,10 @@ BACKENDS: tuple[str, ...] = ("tiny", "world")
 
 def open_backend(name: str = "tiny", options: Mapping[str, str] | None = None) -> Backend:
     """Load and warm up the backend ``name`` with ``options`` (call it off the event loop)."""
-    opened: dict[str, Callable[[dict[str, int]], Backend]] = {"tiny": _tiny, "world": _world}
+    opened: dict[str, Callable[[dict[str, Any]], Backend]] = {"tiny": _tiny, "world": _world}
     if name not in opened:
         raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
-    return opened[name](_integers(name, options or {}))
+    return opened[name](_values(name, options or {}))
 
 
 def parse_options(items: list[str]) -> dict[str, str]:
@@ -37,29 +41,40 @@ def parse_options(items: list[str]) -> dict[str, str]:
     return options
 
 
-_TAKES: dict[str, tuple[str, ...]] = {"tiny": ("steps",), "world": ("fps", "chunk_frames", "width", "height")}
+def _integer(key: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"backend option {key} must be an integer, got {text[:40]!r}") from None
 
 
-def _integers(name: str, options: Mapping[str, str]) -> dict[str, int]:
+def _linears(_key: str, text: str) -> Linears:
+    return check_linears(text)
+
+
+_TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
+    "tiny": {"steps": _integer, "linears": _linears},
+    "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
+}
+
+
+def _values(name: str, options: Mapping[str, str]) -> dict[str, Any]:
     takes = _TAKES[name]
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     for key, text in options.items():
         if key not in takes:
             raise ValueError(f"backend {name} has no option {key!r}; it takes: {', '.join(takes)}")
-        try:
-            values[key] = int(text)
-        except ValueError:
-            raise ValueError(f"backend option {key} must be an integer, got {text[:40]!r}") from None
+        values[key] = takes[key](key, text)
     return values
 
 
-def _tiny(options: dict[str, int]) -> Backend:
+def _tiny(options: dict[str, Any]) -> Backend:
     from .tiny import TinyBackend
 
     return TinyBackend.load(**options)
 
 
-def _world(options: dict[str, int]) -> Backend:
+def _world(options: dict[str, Any]) -> Backend:
     from .world_backend import WorldBackend, WorldOptions
 
     return WorldBackend(WorldOptions(**options))

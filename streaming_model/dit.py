@@ -13,7 +13,7 @@ the caller rotates q and k for explicit positions; an `attend(layer, q, k, v)` c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import cast
 
 import msgspec
@@ -191,20 +191,49 @@ class DiT(nn.Module):
         rotation and the values (B, H, nC*64, hd): a cache rotates those keys for the positions it
         owns when the chunk is committed.
         """
-        x = self.patch_in(self.patchify(z))
         kv: list[tuple[torch.Tensor, torch.Tensor]] = []
-        # To mypy a ModuleList yields plain Modules; these are the Blocks built in __init__.
-        for i, blk in enumerate(cast("Iterable[Block]", self.blocks)):
-            mod = blk.modulation(c)
-            q, k, v = blk.project(x, mod)
-            kv.append((k, v))
-            q = rotate(q, cos, sin).to(v.dtype)
-            k = rotate(k, cos, sin).to(v.dtype)
-            x = blk.finish(x, attend(i, q, k, v), mod)
+        x = self._blocks(z, c, cos, sin, attend, kv, finish_last=True)
+        assert x is not None
         shift, scale = (m.unsqueeze(2) for m in self.ada_out(F.silu(c)).chunk(2, dim=-1))
         out = self.patch_out(self.norm_out(x) * (1 + scale) + shift)
         pred = self.unpatchify(out.float())
         return (pred if base is None else pred + base), kv
+
+    def keys_values(
+        self, z: torch.Tensor, c: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: AttendFn
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, the keys (normalised, not rotated) and values ``run`` gives for the same inputs, bit
+        for bit, without what only the prediction needs: the last block's attention and MLP and the output
+        head. A cache's commit pass wants nothing else (the chunk's own prediction is already known)."""
+        kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._blocks(z, c, cos, sin, attend, kv, finish_last=False)
+        return kv
+
+    def _blocks(
+        self,
+        z: torch.Tensor,
+        c: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attend: AttendFn,
+        kv: list[tuple[torch.Tensor, torch.Tensor]],
+        finish_last: bool,
+    ) -> torch.Tensor | None:
+        """The blocks over patchified z, appending each block's keys and values to kv; the last block's
+        output (B, nC, T, w), or None when ``finish_last`` is false: the last block stops once it has projected."""
+        x = self.patch_in(self.patchify(z))
+        # To mypy a ModuleList yields plain Modules; these are the Blocks built in __init__.
+        blocks = cast("list[Block]", list(self.blocks))
+        for i, blk in enumerate(blocks):
+            mod = blk.modulation(c)
+            q, k, v = blk.project(x, mod)
+            kv.append((k, v))
+            if not finish_last and i == len(blocks) - 1:
+                return None
+            q = rotate(q, cos, sin).to(v.dtype)
+            k = rotate(k, cos, sin).to(v.dtype)
+            x = blk.finish(x, attend(i, q, k, v), mod)
+        return x
 
 
 def block_causal_mask(attends: list[list[int]], tokens: int) -> torch.Tensor:

@@ -23,6 +23,7 @@ import torch
 from .codec import Codec, chunk_voices, to_pixels, to_uint8
 from .condition import SIDE_SIGN, ChunkCondition
 from .kv_cache import CacheMode
+from .linears import Linears
 from .loading import load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
 from .precision import computing
@@ -114,15 +115,21 @@ def run_model(
     steps: int = 2,
     *,
     cache_noise: float = 0.0,
+    linears: Linears = "float",
     actions: Sequence[str] = ACTION_NAMES,
     side_turns: int = SIDE_TURNS,
 ) -> SeedResult:
     """Generate one seed's script (shortened with ``actions`` and ``side_turns``) with a model and score
-    it; ``cache_noise`` as in ``Generator.open_session``."""
+    it; ``cache_noise`` and ``linears`` as in ``Generator.open_session``."""
     identity = seed % NUM_IDENTITIES
     conds, segments = script(seed, actions, side_turns)
     session = gen.open_session(
-        identity=identity, seed=seed, steps=steps, cache_mode=cache_mode, cache_noise=cache_noise
+        identity=identity,
+        seed=seed,
+        steps=steps,
+        cache_mode=cache_mode,
+        cache_noise=cache_noise,
+        linears=linears,
     )
     frames = np.concatenate([session.step(c) for c in conds])
     return score(frames, identity, segments)

@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 import msgspec
 import numpy as np
@@ -30,8 +30,9 @@ from .codec import Codec, to_pixels, to_uint8
 from .condition import ChunkCondition, continuous_features, encode, next_phase
 from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
+from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
-from .precision import compute_dtype, computing
+from .precision import compute_dtype, computing, held_for_compute
 from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, levels, renoise, seeded_noise
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
@@ -121,6 +122,17 @@ class Generator:
         # Channels-last convolutions: the decoder took 30 ms a chunk instead of 50 in fp32 on one AVX2
         # thread, with bit-identical pixels.
         self.codec = codec.eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
+        self._dits: dict[Linears, DiT] = {}
+
+    def dit_for(self, linears: Linears) -> DiT:
+        """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``)
+        and the float ones held in the compute format (``precision.held_for_compute``; bit-identical to
+        ``self.dit`` inside ``computing()``). Made on first use and shared by every session that asks for it;
+        ``self.dit`` stays the fp32 model as loaded."""
+        linears = check_linears(linears)
+        if linears not in self._dits:
+            self._dits[linears] = cast("DiT", held_for_compute(with_linears(self.dit, linears)))
+        return self._dits[linears]
 
     @classmethod
     def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = CODEC_PATH) -> Generator:
@@ -137,8 +149,12 @@ class Generator:
         cache_mode: CacheMode = "write_time",
         journal: int = 8,
         cache_noise: float = 0.0,
+        linears: Linears = "float",
     ) -> Session:
         """A new session whose identity comes from a reference chunk/image, or a built-in identity.
+
+        ``linears``: what the transformer blocks' matrix products compute in (``streaming_model.linears``;
+        ``float`` as trained, ``int8`` the faster dynamic quantisation).
 
         ``cache_noise`` damages the session on purpose (0 in every real one): seeded Gaussian noise of that
         many standard deviations of each committed chunk's keys and values is added to them before the
@@ -149,7 +165,8 @@ class Generator:
             reference = reference_chunk(np.array([identity]))[0]
         if not cache_noise >= 0.0:
             raise ValueError(f"cache_noise must be >= 0, got {cache_noise}")
-        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise)
+        dit = self.dit_for(linears)
+        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise, dit)
 
 
 class Session:
@@ -164,8 +181,9 @@ class Session:
         cache_mode: CacheMode,
         journal: int,
         cache_noise: float = 0.0,
+        dit: DiT | None = None,
     ) -> None:
-        self.dit, self.codec = gen.dit, gen.codec
+        self.dit, self.codec = (gen.dit_for("float") if dit is None else dit), gen.codec
         cfg = self.dit.cfg
         self.seed, self.levels, self.cache_noise = seed, levels(steps), cache_noise
         self.cache = KVCache(
@@ -202,7 +220,7 @@ class Session:
         with computing():
             z = self.codec.encode(to_pixels(torch.from_numpy(ref))[None]).float()[:, None]
             cos, sin = self.dit.rope_tables(torch.zeros(1))
-            _, kv = self.dit.run(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
+            kv = self.dit.keys_values(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
         self.cache.prefill_sink(kv)
         self._base = z  # the first chunk starts from the reference pose
 
@@ -248,7 +266,8 @@ class Session:
     @overload
     def commit(self, pending: PendingChunk, decode: bool) -> np.ndarray | None: ...
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
-        """Write the chunk into the cache (one pass over it at the context noise level) and decode it."""
+        """Write the chunk into the cache (one pass over it at the context noise level, as far as the last
+        block's keys and values) and decode it."""
         if pending.index != self.index:
             raise ValueError(
                 f"pending chunk {pending.index} does not follow the session (at chunk {self.index})"
@@ -258,7 +277,8 @@ class Session:
         noise = seeded_noise(self.seed, self.index, COMMIT_STEP, self._latent_shape)
         with computing():
             ctx = renoise(pending.latent, noise, CONTEXT_T)
-            _, kv = self.dit.run(
+            # Only the keys and values are kept: the chunk's prediction is pending.latent already.
+            kv = self.dit.keys_values(
                 ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
             )
             self.cache.commit(self._damaged(kv) if self.cache_noise else kv)

@@ -16,6 +16,7 @@ from .backend import BackendManifest, Capabilities, Pending
 from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
+from .linears import Linears, check_linears
 from .manifest import FRAMES_PER_CHUNK, build_manifest
 from .runtime import Generator, PendingChunk, Session, SessionSnapshot
 from .warmup import measure_costs
@@ -81,10 +82,14 @@ class TinySession:
 class TinyBackend:
     """The shipped (or any) ``Generator``, warmed up: its costs are measured when it is built."""
 
-    def __init__(self, generator: Generator, steps: int = 2, warmup_chunks: int = 4) -> None:
+    def __init__(
+        self, generator: Generator, steps: int = 2, warmup_chunks: int = 4, linears: Linears = "float"
+    ) -> None:
         if not 1 <= steps <= 64:
             raise ValueError(f"steps must be in [1, 64], got {steps}")
         self.generator, self.steps = generator, steps
+        self.linears = check_linears(linears)
+        generator.dit_for(self.linears)  # quantised here, at warm-up, not in a session's first chunk
         capabilities = Capabilities(
             rollback_depth=JOURNAL,
             snapshots="exact",
@@ -103,9 +108,9 @@ class TinyBackend:
         )
 
     @classmethod
-    def load(cls, steps: int = 2) -> TinyBackend:
+    def load(cls, steps: int = 2, linears: Linears = "float") -> TinyBackend:
         """The shipped weights (``WeightsError`` if missing or corrupt), warmed up."""
-        return cls(Generator.load(), steps)
+        return cls(Generator.load(), steps, linears=linears)
 
     @property
     def manifest(self) -> BackendManifest:
@@ -117,5 +122,7 @@ class TinyBackend:
     ) -> TinySession:
         """A session prefilled with a built-in identity or a reference picture (128x128 RGB)."""
         return TinySession(
-            self.generator.open_session(identity, reference, seed, steps=self.steps, journal=JOURNAL)
+            self.generator.open_session(
+                identity, reference, seed, steps=self.steps, journal=JOURNAL, linears=self.linears
+            )
         )

@@ -50,6 +50,7 @@ def run_drift(gen: Generator, seed: int, options: RunOptions, chunks: int) -> Dr
         steps=options.steps,
         cache_mode=options.cache,
         cache_noise=options.cache_noise,
+        linears=options.linears,
     )
     conds = drift_script(chunks)
     frames = np.stack([session.step(c) for c in conds])  # (chunks, 4, H, W, 3)

@@ -1,6 +1,6 @@
 """What a configuration under evaluation is: runtime options given as ``KEY=VALUE`` text.
 
-``parse_options(["steps=1", "cache=naive"])`` gives ``RunOptions(steps=1, cache="naive")``; a key that is
+``parse_options(["steps=1", "linears=int8"])`` gives ``RunOptions(steps=1, linears="int8")``; a key that is
 not an option, or a value it cannot take, is a ``ValueError`` naming the key and what it takes.
 """
 
@@ -13,6 +13,7 @@ import msgspec
 
 from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
+from ..linears import LINEARS, Linears, check_linears
 from ..manifest import ACTION_NAMES
 from ..precision import PRECISIONS
 
@@ -25,10 +26,12 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     steps: int = 2  # denoise steps per chunk
     cache: CacheMode = "write_time"  # the KV cache path: write-time maintenance, or the naive reference
     precision: str = AUTO  # "bf16", "fp32", or the machine's choice
+    linears: Linears = "float"  # the transformer blocks' matrix products: as trained, or dynamic int8
     cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
 
     def describe(self, names: Sequence[str] | None = None) -> str:
-        """``steps=2 cache=write_time precision=auto cache_noise=0``: every option, or those named."""
+        """``steps=2 cache=write_time precision=auto linears=float cache_noise=0``: every option, or those
+        named."""
         return " ".join(f"{name}={_text(getattr(self, name))}" for name in names or self.__struct_fields__)
 
 
@@ -59,6 +62,10 @@ def _precision(text: str) -> str:
     return text
 
 
+def _linears(text: str) -> Linears:
+    return check_linears(text)
+
+
 def _noise(text: str) -> float:
     value = float(text)
     if not 0.0 <= value < float("inf"):
@@ -70,6 +77,7 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "steps": (_steps, "an integer >= 1"),
     "cache": (_cache, " or ".join(get_args(CacheMode))),
     "precision": (_precision, ", ".join((AUTO, *PRECISIONS))),
+    "linears": (_linears, " or ".join(LINEARS)),
     "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
 }
 

@@ -84,6 +84,7 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
         options.cache,
         options.steps,
         cache_noise=options.cache_noise,
+        linears=options.linears,
         actions=script.actions,
         side_turns=script.side_turns,
     )

@@ -15,14 +15,14 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert parse_options([]) == RunOptions(steps=2, cache="write_time", precision="auto", cache_noise=0.0)
     options = parse_options(["steps=1", " cache = naive", "precision=fp32", "cache_noise=0.5"])
     assert options == RunOptions(steps=1, cache="naive", precision="fp32", cache_noise=0.5)
-    assert options.describe() == "steps=1 cache=naive precision=fp32 cache_noise=0.5"
+    assert options.describe() == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5"
     assert options.describe(["cache"]) == "cache=naive"
 
 
 @pytest.mark.parametrize(
     ("item", "says"),
     [
-        ("stepz=2", "unknown option 'stepz'; the options are: steps, cache, precision, cache_noise"),
+        ("stepz=2", "unknown option 'stepz'; the options are: steps, cache, precision, linears, cache_noise"),
         ("steps=0", "option steps takes an integer >= 1, not '0'"),
         ("steps=two", "option steps takes an integer >= 1, not 'two'"),
         ("cache=fast", "option cache takes write_time or naive, not 'fast'"),

@@ -1,0 +1,79 @@
+"""What the DiT blocks' Linear layers compute in: ``float`` (as trained) or ``int8``.
+
+``int8`` is dynamic quantisation (``torch.ao.quantization.quantize_dynamic``, the fbgemm engine): weights
+stored as int8 with one scale per matrix, activations quantised on every call from their own range,
+products accumulated in int32. Every matrix product of a block (q/k/v, projection, MLP, adaLN) takes it;
+the patch embedding, the condition MLPs and the output head stay float, as do norms, attention and the
+decoder. It is a speed switch: what it does to the picture is measured by ``onstage eval`` with
+``linears=int8``, never assumed.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Literal, get_args
+
+import torch
+from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+from torch.ao.quantization import quantize_dynamic
+
+from .dit import DiT
+
+Linears = Literal["float", "int8"]
+LINEARS: tuple[str, ...] = get_args(Linears)
+"""The choices, the default first."""
+
+
+def check_linears(linears: str) -> Linears:
+    """``linears`` as a ``Linears``; ``ValueError`` naming the choices for anything else."""
+    if linears == "float":
+        return "float"
+    if linears == "int8":
+        return "int8"
+    raise ValueError(f"linears must be one of {', '.join(LINEARS)}, not {linears[:40]!r}")
+
+
+class Int8Linear(nn.Module):
+    """A dynamically quantised Linear that takes what a float one takes: its int8 kernels read fp32 only,
+    so under bf16 autocast the input is widened and the output given back in bf16, as a Linear's would."""
+
+    def __init__(self, products: nn.Module) -> None:
+        super().__init__()
+        self.products = products
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x @ W.T + b with W in int8 and x quantised from its own range."""
+        y: torch.Tensor = self.products(x.float())
+        if torch.is_autocast_enabled("cpu"):
+            return y.to(torch.get_autocast_dtype("cpu"))
+        return y
+
+
+def with_linears(dit: DiT, linears: Linears) -> DiT:
+    """``dit`` itself for ``float``; for ``int8`` a copy whose blocks' Linear layers are dynamically
+    quantised (``dit`` is left as it was)."""
+    if check_linears(linears) == "float":
+        return dit
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        raise ValueError("linears=int8 needs torch's fbgemm engine (x86), which this torch lacks")
+    # The engine is process-wide; fbgemm is the x86 one whose dynamic int8 products paid on AVX2.
+    torch.backends.quantized.engine = "fbgemm"
+    quantised = copy.deepcopy(dit)
+    # torch.ao.quantization warns that it is deprecated in favour of torchao (another package); the pinned
+    # torch (2.13) still ships it, and eval measures what it computes either way.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        blocks = quantize_dynamic(quantised.blocks, {nn.Linear}, dtype=torch.qint8)
+    found = [
+        (parent, name, child)
+        for parent in blocks.modules()
+        for name, child in parent.named_children()
+        if isinstance(child, DynamicLinear)
+    ]
+    for parent, name, child in found:  # replaced once all are found: the walk would meet its own wrappers
+        setattr(parent, name, Int8Linear(child))
+    quantised.blocks = blocks
+    return quantised.eval()

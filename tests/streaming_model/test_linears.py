@@ -1,0 +1,71 @@
+"""``linears``: the transformer blocks' matrix products as trained (``float``, the default) or dynamically
+quantised to int8. An int8 session is as deterministic as a float one and draws a picture of its own; the
+float model is left exactly as it was (in fp32 and under bf16 autocast alike); the switch reaches sessions
+through the tiny backend and the evaluation's options, and a wrong value is refused, saying why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+from streaming_model.backends import open_backend
+from streaming_model.condition import ChunkCondition
+from streaming_model.eval.options import RunOptions, parse_options
+from streaming_model.linears import Int8Linear, Linears
+from streaming_model.runtime import Generator
+from streaming_model.tiny import TinyBackend
+
+SCRIPT = [ChunkCondition(action=a) for a in ("idle", "wave", "walk_left", "nod", "jump")]
+
+
+def frames(gen: Generator, linears: Linears | None = None, seed: int = 2) -> np.ndarray:
+    if linears is None:  # as every live session opens today
+        session = gen.open_session(identity=4, seed=seed)
+    else:
+        session = gen.open_session(identity=4, seed=seed, linears=linears)
+    return np.stack([session.step(c) for c in SCRIPT])
+
+
+def test_float_is_the_default_and_int8_sessions_repeat_themselves(tiny_generator: Generator) -> None:
+    before = frames(tiny_generator)
+    fast = frames(tiny_generator, "int8")
+    assert np.array_equal(frames(tiny_generator, "int8"), fast)  # same seed, same frames
+    assert not np.array_equal(fast, before)  # the products really are others
+    assert np.array_equal(frames(tiny_generator, "float"), before)
+    assert np.array_equal(frames(tiny_generator), before)  # quantising a copy left the float model alone
+    # Quantised, not wrecked: a tiny random model's int8 picture stays close to its float one.
+    assert np.abs(fast.astype(int) - before.astype(int)).mean() < 8
+
+
+def test_only_the_blocks_linear_layers_are_quantised(tiny_generator: Generator) -> None:
+    fast = tiny_generator.dit_for("int8")
+    assert fast is tiny_generator.dit_for("int8")  # one copy, shared by the sessions that ask for it
+    quantised = {n for n, m in fast.named_modules() if isinstance(m, Int8Linear)}
+    assert all(isinstance(m.products, DynamicLinear) for m in fast.modules() if isinstance(m, Int8Linear))
+    floats = {n for n, m in tiny_generator.dit.named_modules() if type(m) is torch.nn.Linear}
+    assert quantised == {n for n in floats if n.startswith("blocks.")}
+    assert not any(isinstance(m, (Int8Linear, DynamicLinear)) for m in tiny_generator.dit.modules())
+
+
+def test_the_tiny_backend_takes_linears_as_an_option(tiny_generator: Generator) -> None:
+    backend = TinyBackend(tiny_generator, warmup_chunks=1, linears="int8")
+    session = backend.open_session(identity=4, seed=2)
+    through_backend = []
+    for c in SCRIPT:
+        pending = session.generate(c)
+        assert pending is not None
+        through_backend.append(session.commit(pending))
+    assert np.array_equal(np.stack(through_backend), frames(tiny_generator, "int8"))
+    with pytest.raises(ValueError, match="linears must be one of float, int8, not 'fp8'"):
+        open_backend("tiny", {"linears": "fp8"})
+
+
+def test_the_evaluation_takes_linears_as_an_option() -> None:
+    assert parse_options([]).linears == "float"
+    options = parse_options(["steps=1", "linears=int8"])
+    assert options == RunOptions(steps=1, linears="int8")
+    assert options.describe(["steps", "linears"]) == "steps=1 linears=int8"
+    with pytest.raises(ValueError, match="option linears takes float or int8, not 'int4'"):
+        parse_options(["linears=int4"])
