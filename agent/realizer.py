@@ -477,6 +477,10 @@ class Realizer:
             return Submission(block_id, True)  # not dispatched yet: it starts with the whole text
         voice = entry.voices.pop(old.id)
         new_speech = next(b for b in entry.block.behaviors if isinstance(b, Speech) and b.id == old.id)
+        if self.voice == "estimate" and voice.start is not None and voice.duration_s is None:
+            # The wait for the rest is part of the speech: the rest is said after it, not within it.
+            said = max(estimate_speech_s(old.text), (self._last_k + 1 - voice.start) * self.manifest.chunk_s)
+            voice.duration_s = said + estimate_speech_s(new_speech.text[len(old.text) :])
         voice.behavior, voice.open = new_speech, False
         entry.voices = {
             b.id: voice if b.id == old.id else _Voice(f"{block_id}/{b.id}", b)

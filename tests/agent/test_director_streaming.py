@@ -73,7 +73,7 @@ async def test_the_first_sentence_sounds_before_the_reply_has_finished_streaming
         # The history holds the say as the LLM sent it, answered with the block that spoke it.
         (call,) = (await stage.director.history())[-3]["tool_calls"]
         assert json.loads(call["function"]["arguments"]) == {"text": TEXT}
-        assert json.loads(llm.requests[1]["messages"][-1]["content"])["block"] == cue.block_id
+        assert json.loads(llm.requests[1]["messages"][-1]["content"])["result"]["block"] == cue.block_id
     finally:
         await stage.director.stop()
 
