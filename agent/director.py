@@ -11,6 +11,9 @@ It never blocks the fast loop: the realizer keeps playing plans, idle and reflex
 - When the user speaks while a run is in flight (barge-in), the run is cancelled (``barge_in="cancel"``)
   or left to finish with its plans dead on arrival (``"stale"``); either way the Director's epoch in the
   realizer advances, so plans of the old run still waiting die at dispatch.
+- With ``speak_while_streaming`` (the default) a streamed reply's first ``say`` starts speaking its first
+  sentence while the rest of the reply still streams, and the call extends that same speech when the
+  reply is whole (``agent.streamed_speech``).
 - What the character said is what was heard: when its speech is cut, the ``say`` in the history is
   rewritten to ``heard_text`` before the next call.
 - Failures (timeouts, HTTP errors, malformed or cut streams, replies too long, an endpoint that is down)
@@ -51,7 +54,7 @@ from langgraph.graph import END, START, StateGraph
 from agent.acknowledge import Acknowledgement
 from agent.director_config import DirectorConfig
 from agent.llm import AssistantTurn, ToolCall, complete, describe_failure
-from agent.plans import Block
+from agent.plans import Block, Speech
 from agent.progress import (
     BlockDropped,
     BlockInterrupted,
@@ -62,6 +65,7 @@ from agent.progress import (
 )
 from agent.realizer import Realizer, Submission
 from agent.script import Place
+from agent.streamed_speech import SayWatcher, continuing
 from agent.tooling import ToolContext, ToolSet
 from events.bus import EventBus, Subscription
 from events.stamp import Stamper
@@ -106,6 +110,14 @@ models ramble, and the character speaks one or two sentences at a time)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Early:
+    """A reply's first sentence spoken while the reply streams: its open speech's block and text."""
+
+    block_id: str
+    text: str
 
 
 @dataclass
@@ -217,6 +229,9 @@ class Director:
         self._run_owed: _Owed | None = None
         self._unusable: list[str] = []
         """What this run's LLM replies had that could not be used (for the notice)."""
+        self._early: _Early | None = None
+        """Speech opened from the reply streaming now, until the reply's ``say`` (or its end) closes it."""
+        self._run_causes: tuple[str, ...] = ()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -588,6 +603,7 @@ class Director:
         spoken = {block: call for block, call in spoken.items() if call in kept}
         epoch = self._run_epoch
         causes, self._causes = tuple(self._causes), []
+        self._run_causes = causes
         self._run_cause = causes[-1] if causes else None
         self._trace(DIRECTOR_RUN)
         self._run_owed, self._owed = self._owed, None
@@ -615,18 +631,29 @@ class Director:
         assert self._ctx is not None
         request = [{"role": "system", "content": self._system_prompt(self._ctx.memory)}, *state["messages"]]
         self._trace(LLM_REQUEST)
-        async with asyncio.timeout(self.config.timeout_s):
-            turn = await complete(
-                self.client,
-                model=self.config.model,
-                messages=request,
-                tools=self.tools.schemas(),
-                stream=self.config.stream,
-                temperature=self.config.temperature,
-                max_tokens=self.config.max_tokens,
-                on_first_token=lambda: self._trace(LLM_FIRST_TOKEN),
-            )
+        watch = None
+        if self.config.speak_while_streaming and self.config.stream:
+            epoch = self._run_epoch
+            watch = SayWatcher(lambda sentence: self._speak_early(sentence, epoch), SPOKEN_CHARS)
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                turn = await complete(
+                    self.client,
+                    model=self.config.model,
+                    messages=request,
+                    tools=self.tools.schemas(),
+                    stream=self.config.stream,
+                    temperature=self.config.temperature,
+                    max_tokens=self.config.max_tokens,
+                    on_first_token=lambda: self._trace(LLM_FIRST_TOKEN),
+                    watch=watch,
+                )
+        except BaseException:
+            self._close_early()  # what was said stands; the reply that would have continued it is lost
+            raise
         self._trace(LLM_DONE)
+        if not turn.tool_calls:
+            self._close_early()
         if (
             not turn.tool_calls
             and turn.text.strip()
@@ -678,6 +705,7 @@ class Director:
                 for block_id in ctx.submitted[before:]:
                     spoken[block_id] = call["id"]
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer.to_text()})
+        self._close_early()  # the reply's say did not continue it (an unusable call): it stays as said
         text = messages[at].get("content") or ""
         final = all(c["id"].startswith("speech_") for c in calls)
         if not usable and text.strip() and self.config.text_as_speech and not spoke:
@@ -706,11 +734,35 @@ class Director:
             return END
         return END if state.get("misses", 0) >= MISSES else "think"
 
-    def _submit(self, block: Block, epoch: int, causes: tuple[str, ...]) -> Submission:
-        """``block`` from the run of ``epoch``, answering every input the run took (the latest first)."""
+    def _speak_early(self, sentence: str, epoch: int) -> None:
+        """Start saying a streaming reply's first sentence (``agent.streamed_speech``)."""
+        block = Block(behaviors=[Speech(id="say", text=sentence)], composition="append", label="say")
+        submission = self._submit(block, epoch, self._run_causes, open=True)
+        if submission.accepted:
+            self._early = _Early(submission.block_id, sentence)
+            if self._ctx is not None:
+                self._ctx.submitted.append(submission.block_id)  # the run has answered
+
+    def _close_early(self) -> None:
+        """The speech opened early keeps the text it has: nothing of the reply continued it."""
+        early, self._early = self._early, None
+        if early is not None:
+            self.realizer.extend_speech(early.block_id)
+
+    def _submit(self, block: Block, epoch: int, causes: tuple[str, ...], *, open: bool = False) -> Submission:
+        """``block`` from the run of ``epoch``, answering every input the run took (the latest first);
+        ``open``: a speech whose text is still streaming. A ``say`` continuing a speech opened early
+        closes it with its whole text, as the same block."""
         cause = causes[-1] if causes else None
         block = msgspec.structs.replace(block, source="director", epoch=epoch, cause=cause, also=causes[:-1])
-        submission = self.realizer.submit(block)
+        early = self._early
+        if early is not None and not open:
+            self._early = None
+            whole = continuing(block, early.text)
+            if whole is not None:
+                return self.realizer.extend_speech(early.block_id, whole)
+            self.realizer.extend_speech(early.block_id)  # something else came first: it stays as said
+        submission = self.realizer.open_speech(block) if open else self.realizer.submit(block)
         if submission.accepted:
             self.stats.plans += 1
             if self.bus is not None:

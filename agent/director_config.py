@@ -62,6 +62,9 @@ class DirectorConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     persona: str = DEFAULT_PERSONA
     text_as_speech: bool = True
     """Plain text in an answer (no tool call) is spoken, as small models often answer that way."""
+    speak_while_streaming: bool = True
+    """A streamed reply's first ``say`` starts speaking its first sentence while the rest streams, and
+    extends that speech once the reply is whole (``agent.streamed_speech``)."""
     salient_sounds: tuple[str, ...] = (
         "Knock",
         "Clapping",

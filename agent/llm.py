@@ -23,6 +23,11 @@ from openai.types.chat import ChatCompletionChunk
 
 _ids = itertools.count(1)
 
+StreamWatcher = Callable[[str, str | None, str], bool]
+"""Called as a streamed reply grows, with its text so far and the name and arguments so far of its first
+tool call (None, "" before one starts); it returns True once it wants no more calls (each call joins
+what has arrived, so a watcher stops as soon as it has what it needs)."""
+
 MAX_REPLY_CHARS = 64 * 1024
 """Text and tool-call arguments of one reply, together: far above what ``max_tokens`` lets a model say."""
 MAX_REPLY_PIECES = 1024
@@ -103,10 +108,12 @@ async def complete(
     temperature: float | None = None,
     max_tokens: int | None = None,
     on_first_token: Callable[[], None] | None = None,
+    watch: StreamWatcher | None = None,
 ) -> AssistantTurn:
     """Ask the endpoint for the next assistant turn; ``on_first_token`` is called when the first piece of
-    it (text or a tool call) arrives (with the whole answer, unstreamed). Errors (HTTP, network, bad
-    JSON, ``ReplyTooLong``, ``ReplyBrokeOff``) propagate."""
+    it (text or a tool call) arrives (with the whole answer, unstreamed), ``watch`` as a streamed one
+    grows (``StreamWatcher``). Errors (HTTP, network, bad JSON, ``ReplyTooLong``, ``ReplyBrokeOff``)
+    propagate."""
     options: dict[str, Any] = {"model": model, "messages": messages}
     if tools:
         options["tools"] = tools
@@ -133,7 +140,7 @@ async def complete(
     response_stream = await client.chat.completions.create(stream=True, **options)
     try:
         async with response_stream:
-            return await _assemble(response_stream, on_first_token)
+            return await _assemble(response_stream, on_first_token, watch)
     except openai.APITimeoutError:
         raise
     except openai.APIConnectionError as exc:
@@ -141,10 +148,13 @@ async def complete(
 
 
 async def _assemble(
-    response_stream: AsyncIterator[ChatCompletionChunk], on_first_token: Callable[[], None] | None = None
+    response_stream: AsyncIterator[ChatCompletionChunk],
+    on_first_token: Callable[[], None] | None = None,
+    watch: StreamWatcher | None = None,
 ) -> AssistantTurn:
     """Join a stream's deltas into one turn (yielding to the loop as it goes; see ``YIELD_EVERY``);
-    ``on_first_token`` is called at the first delta with text or a tool call."""
+    ``on_first_token`` is called at the first delta with text or a tool call, ``watch`` after each delta
+    that adds to the reply until it says it has seen enough."""
     text: list[str] = []
     parts: dict[int, dict[str, Any]] = {}
     finish: str | None = None
@@ -179,6 +189,11 @@ async def _assemble(
                     size += len(piece.function.arguments)
         if size > MAX_REPLY_CHARS or count > MAX_REPLY_PIECES:
             raise ReplyTooLong()  # the caller's ``async with`` closes the stream unread
+        if watch is not None and (delta.content or delta.tool_calls):
+            first = parts[min(parts)] if parts else None
+            name = first["name"] if first is not None else None
+            if watch("".join(text), name, "".join(first["arguments"]) if first is not None else ""):
+                watch = None
     calls = [
         ToolCall(p["id"] or f"call_{next(_ids)}", p["name"], "".join(p["arguments"]))
         for _, p in sorted(parts.items())

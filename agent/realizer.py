@@ -22,6 +22,12 @@ but holds back everything it would report (progress, speech, reflected inputs) u
 ``discard`` puts the realizer back as it was, so a re-decision that is not used leaves no trace and its
 inputs show in the next chunk decided.
 
+Open speech (``open_speech``, then ``extend_speech``): a reply streamed by the LLM starts speaking its
+first sentence while the rest still streams, and the rest extends the same speech (one speech id): chunk
+outputs carry the extension (``speech_extend``), and the speech does not end while it is open. Its
+``character.speech`` ``started`` is published once its whole text is known, with that text (just before
+``interrupted`` when it is cut while still open).
+
 Every block's cause (an input event id) gets an outcome: it shows in a chunk's ``reflects``, or, when the
 last block it caused leaves without ever having owned a channel, an ``InputUnshown`` event says why.
 """
@@ -96,6 +102,9 @@ class SpeechCue(msgspec.Struct, frozen=True):
     chunk: int
     cause: str | None = None
     """The input its block answers (``Block.cause``): its stages are traced under that id."""
+    open: bool = False
+    """More text follows (``Realizer.open_speech``): a later ``speech_extend`` cue carries the whole text;
+    until then the voice must not end when it runs out of audio."""
 
 
 class ChunkOutput(msgspec.Struct, frozen=True):
@@ -112,6 +121,8 @@ class ChunkOutput(msgspec.Struct, frozen=True):
     scene_events: tuple[str, ...] = ()
     reflects: tuple[str, ...] = ()
     owners: dict[str, str] = {}
+    speech_extend: tuple[SpeechCue, ...] = ()
+    """Open speech already cued, now with its whole text (it starts with the text cued before)."""
 
 
 class Submission(msgspec.Struct, frozen=True):
@@ -139,6 +150,10 @@ class _Voice:
     """``started`` was published: later duration updates from a streaming voice only retime."""
     finished: bool = False
     """No longer speaking, as far as the realizer is concerned (ended, cut, or never started)."""
+    open: bool = False
+    """More text is to come (``open_speech``): the voice does not end before ``extend_speech``."""
+    owed_start: bool = False
+    """``started`` is due but held until the whole text is known (open speech)."""
 
     @property
     def playing(self) -> bool:
@@ -161,6 +176,8 @@ class _Entry:
     voices: dict[str, _Voice] = field(default_factory=dict)
     strokes: set[str] = field(default_factory=set)
     reflected: bool = False
+    open: bool = False
+    """Its speech is open (``Realizer.open_speech``) until ``extend_speech`` gives the whole text."""
 
     @property
     def rank(self) -> tuple[int, int, int]:
@@ -185,6 +202,7 @@ _SNAPSHOT_FIELDS = (
     "locks",
     "idle",
     "_interrupts",
+    "_extends",
 )
 
 
@@ -211,6 +229,8 @@ class RealizerState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     idle: IdleState
     interrupts: list[str] = []
     """Interrupt events the next chunk decided reflects."""
+    extends: list[SpeechCue] = []
+    """Open speech extended since the last chunk decided (its cue with the whole text)."""
 
 
 @dataclass
@@ -258,6 +278,7 @@ class RealizerSnapshot:
             locks=st["locks"],
             idle=st["idle"].state(),
             interrupts=st["_interrupts"],
+            extends=st["_extends"],
         )
 
     @classmethod
@@ -297,6 +318,7 @@ class RealizerSnapshot:
                 "locks": dict(state.locks),
                 "idle": IdleVariety.from_state(state.idle),
                 "_interrupts": list(state.interrupts),
+                "_extends": list(state.extends),
             }
         )
 
@@ -333,6 +355,7 @@ class Realizer:
         self._reflected: set[str] = set()
         self._interrupts: list[str] = []
         """Interrupt events whose effect (blocks stopped) the next chunk decided shows."""
+        self._extends: list[SpeechCue] = []
         self._causes: dict[str, None] = {}
         self._held: list[Event] | None = None
         self._open: Proposal | None = None
@@ -412,6 +435,77 @@ class Realizer:
         self._entries.append(entry)
         return Submission(block.id, True, after=tuple(sorted(entry.after)))
 
+    def open_speech(self, block: Block) -> Submission:
+        """``submit`` a block of one ``Speech`` whose text is only its beginning (a reply still streaming):
+        it starts as any speech, but does not end, and ``started`` is not published, until
+        ``extend_speech`` gives its whole text."""
+        if [type(b) for b in block.behaviors] != [Speech]:
+            raise ValueError("open speech is a block of one Speech behavior")
+        submission = self.submit(block)
+        if submission.accepted:
+            self._entries[-1].open = True
+        return submission
+
+    def extend_speech(self, block_id: str, block: Block | None = None) -> Submission:
+        """Close the open speech of block ``block_id``: ``block`` (its source, epoch and cause are the open
+        block's) becomes that block, its ``Speech`` of the same id continuing the text spoken so far (the
+        same speech id); None keeps the text as it is. Refused when the block has gone (cut, dropped,
+        stale) or the text does not continue what was spoken."""
+        self._check_closed()
+        entry = next((e for e in self._entries if e.block.id == block_id and e.open), None)
+        if entry is None:
+            return Submission(block_id, False, "the speech it continues has already ended or was cut")
+        (old,) = (b for b in entry.block.behaviors if isinstance(b, Speech))
+        if block is not None:
+            block = validate_block(
+                msgspec.structs.replace(
+                    block,
+                    id=block_id,
+                    source=entry.block.source,
+                    epoch=entry.block.epoch,
+                    cause=entry.block.cause,
+                    also=entry.block.also,
+                ),
+                self.manifest,
+            )
+            new = next((b for b in block.behaviors if isinstance(b, Speech) and b.id == old.id), None)
+            if new is None or not new.text.startswith(old.text):
+                return Submission(block_id, False, "its speech does not continue what was already said")
+            entry.block = block
+        entry.open = False
+        if entry.start is None:
+            return Submission(block_id, True)  # not dispatched yet: it starts with the whole text
+        voice = entry.voices.pop(old.id)
+        new_speech = next(b for b in entry.block.behaviors if isinstance(b, Speech) and b.id == old.id)
+        if self.voice == "estimate" and voice.start is not None and voice.duration_s is None:
+            # The wait for the rest is part of the speech: the rest is said after it, not within it.
+            said = max(estimate_speech_s(old.text), (self._last_k + 1 - voice.start) * self.manifest.chunk_s)
+            voice.duration_s = said + estimate_speech_s(new_speech.text[len(old.text) :])
+        voice.behavior, voice.open = new_speech, False
+        entry.voices = {
+            b.id: voice if b.id == old.id else _Voice(f"{block_id}/{b.id}", b)
+            for b in entry.block.behaviors
+            if isinstance(b, Speech)
+        }
+        if voice.cued is not None and not voice.finished:
+            self._extends.append(
+                SpeechCue(
+                    speech_id=voice.speech_id,
+                    block_id=block_id,
+                    source=entry.block.source,
+                    text=new_speech.text,
+                    emotion=new_speech.emotion,
+                    estimate_s=estimate_speech_s(new_speech.text),
+                    chunk=voice.cued,
+                    cause=entry.block.cause,
+                )
+            )
+        self._retime(entry)
+        if voice.owed_start:
+            voice.owed_start = False
+            self._publish_speech(entry, voice, "started")
+        return Submission(block_id, True)
+
     def caused(self, cause: str) -> bool:
         """Whether a block was submitted for input ``cause`` (among the last ``RECENT_CAUSES``)."""
         return cause in self._causes
@@ -480,7 +574,7 @@ class Realizer:
             self._retime(entry)
         if self.voice == "server" and not voice.announced:
             voice.announced = True
-            self._publish_speech(entry, voice, "started")
+            self._announce(entry, voice)
 
     def speech_audio(self, speech_id: str, envelope: Sequence[float]) -> None:
         """The voice's loudness per video frame (the manifest's fps, values in [0, 1]) from the speech start."""
@@ -502,6 +596,7 @@ class Realizer:
             voice.finished = True
             self._retime(entry)
         if self.voice == "server":
+            self._owed_start(entry, voice)
             self._publish_speech(entry, voice, "ended")
 
     def speech_interrupted(self, speech_id: str, heard_text: str, played_s: float | None = None) -> None:
@@ -517,6 +612,7 @@ class Realizer:
             voice.finished = True
             self._retime(entry)
         if self.voice == "server":
+            self._owed_start(entry, voice)
             self._publish_speech(entry, voice, "interrupted", heard_text)
 
     # ------------------------------------------------------------------------------------- tick
@@ -587,6 +683,8 @@ class Realizer:
         owners, winners = self._arbitrate(k, cues)
         stops = tuple(dict.fromkeys(self._stops))
         self._stops.clear()
+        extends = tuple(self._extends)
+        self._extends = []
         condition, scene = self._condition(k, winners)
         reflects = [c for c in dict.fromkeys(self._interrupts) if c not in self._reflected]
         self._reflected.update(reflects)
@@ -608,11 +706,14 @@ class Realizer:
             scene_events=scene,
             reflects=tuple(reflects),
             owners=owners,
+            speech_extend=extends,
         )
 
     def _dispatch(self, k: int) -> None:
         """End finished speech and blocks, then start waiting blocks whose time has come (stale ones die)."""
         for entry, voice in list(self._voices.values()):
+            if voice.open:
+                continue  # more text is coming: it ends once it is whole
             if voice.playing and (entry not in self._entries or k >= self._span(entry, voice.behavior)[1]):
                 self._finish_voice(entry, voice)
         for entry in [e for e in self._entries if e.start is not None]:
@@ -647,7 +748,9 @@ class Realizer:
                 entry.start = k
                 entry.position = self.position
                 entry.voices = {
-                    b.id: _Voice(f"{block.id}/{b.id}", b) for b in block.behaviors if isinstance(b, Speech)
+                    b.id: _Voice(f"{block.id}/{b.id}", b, open=entry.open)
+                    for b in block.behaviors
+                    if isinstance(b, Speech)
                 }
                 for voice in entry.voices.values():
                     self._voices[voice.speech_id] = (entry, voice)
@@ -683,7 +786,10 @@ class Realizer:
             length = voice.stopped_s if voice.stopped_s is not None else voice.duration_s
             if length is None:
                 length = estimate_speech_s(b.text)
-            return start, start + max(1, math.ceil(length / self.manifest.chunk_s - 1e-9))
+            end = start + max(1, math.ceil(length / self.manifest.chunk_s - 1e-9))
+            if voice.open and not voice.finished:
+                end = max(end, self._last_k + 2)  # it lasts at least as long as its text is still coming
+            return start, end
         if t.end is None:
             return start, self._end_chunk(entry) if block_end is None else block_end
         return start, max(start + 1, entry.start + round(t.end / self.manifest.chunk_s))
@@ -749,10 +855,11 @@ class Realizer:
                         estimate_s=estimate_speech_s(voice_winner.text),
                         chunk=k,
                         cause=entry.block.cause,
+                        open=voice.open,
                     )
                 )
                 if self.voice == "estimate":
-                    self._publish_speech(entry, voice, "started")
+                    self._announce(entry, voice)
         for entry, b in winners.values():
             if b is not None and b.id not in entry.fixed:
                 entry.fixed[b.id] = self._start_chunk(entry, b)
@@ -776,6 +883,7 @@ class Realizer:
             del self._voices[voice.speech_id]
             duration = voice.duration_s or estimate_speech_s(voice.behavior.text)
             heard = heard_prefix(voice.behavior.text, duration, voice.stopped_s)
+            self._owed_start(entry, voice)
             self._publish_speech(entry, voice, "interrupted", heard)
         if entry in self._entries:
             self._retime(entry)
@@ -912,6 +1020,19 @@ class Realizer:
                 **fields,
             )
         )
+
+    def _announce(self, entry: _Entry, voice: _Voice) -> None:
+        """``started``, now or, for open speech, once its whole text is known."""
+        if voice.open:
+            voice.owed_start = True
+        else:
+            self._publish_speech(entry, voice, "started")
+
+    def _owed_start(self, entry: _Entry, voice: _Voice) -> None:
+        """Speech that ends or is cut while still open: its held ``started`` goes first."""
+        if voice.owed_start:
+            voice.owed_start = False
+            self._publish_speech(entry, voice, "started")
 
     def _publish_speech(
         self,

@@ -3,10 +3,12 @@ character's answer at the client, broken down by stage.
 
     .venv/bin/python benchmarks/voice_to_voice.py [--turns 20] [--seed 1] [--director-toml 'debounce_s = 0.05']
         [--server-toml 'speculative_transcripts = false'] [--candidate-server-toml '']
+        [--candidate-director-toml '']
 
 With ``--candidate-server-toml`` (repeatable) the same turns run against another server with those
 ``[server]`` lines in the same run (the baseline's first, then each candidate's), and a table per candidate
-sets it beside the baseline, with the candidate's p50 as a ratio of the baseline's.
+sets it beside the baseline, with the candidate's p50 as a ratio of the baseline's. The n-th
+``--candidate-director-toml``, when given, replaces ``--director-toml`` for the n-th candidate.
 
 A real server (``onstage serve``, in its own process), a real local chat-completions endpoint
 (``tests/support/llm_server.py``, in this one) that answers at once with a streamed ``say``, so the figure
@@ -178,7 +180,7 @@ def pct(values: list[float]) -> str:
 
 
 async def run(
-    args: argparse.Namespace, server_toml: str
+    args: argparse.Namespace, server_toml: str, director_toml: str
 ) -> tuple[list[Turn], list[dict[str, float]], float, float]:
     rng = random.Random(args.seed)
     # Made before the server starts: Piper here would take the cores from the server it measures.
@@ -195,7 +197,7 @@ async def run(
 base_url = "{llm.base_url}"
 api_key = "bench"
 model = "bench"
-{args.director_toml}
+{director_toml}
 """
         async with (
             served(config, env=env, stdout=spans.take) as base,
@@ -243,6 +245,7 @@ def report(
     on_time: float,
     args: argparse.Namespace,
     server_toml: str,
+    director_toml: str,
 ) -> dict[str, list[float]]:
     """Print one configuration's tables; returns each row's values (seconds) for a comparison."""
     # Each client turn with the server's turn whose speech end is nearest (the clocks are one machine's).
@@ -255,7 +258,7 @@ def report(
     server = " ".join(server_toml.split()) or "defaults"
     print(
         f"## Voice-to-voice, {len(turns)} turns (seed {args.seed}, server: {server}, "
-        f"director: {args.director_toml or 'defaults'})\n"
+        f"director: {' '.join(director_toml.split()) or 'defaults'})\n"
     )
     print("| from the end of the user's speech (ms) | p50 | p95 |\n|---|---:|---:|")
     for mark in MARKS:
@@ -309,13 +312,25 @@ async def main() -> None:
         default=[],
         help="another server's [server] lines, run after the baseline (repeat for more)",
     )
+    parser.add_argument(
+        "--candidate-director-toml",
+        action="append",
+        default=[],
+        help="the [director] lines of the candidate of the same place (default: --director-toml)",
+    )
     args = parser.parse_args()
-    baseline = report(*await run(args, args.server_toml), args, args.server_toml)
-    for candidate_toml in args.candidate_server_toml:
-        candidate = report(*await run(args, candidate_toml), args, candidate_toml)
+    baseline = report(
+        *await run(args, args.server_toml, args.director_toml), args, args.server_toml, args.director_toml
+    )
+    for n, candidate_toml in enumerate(args.candidate_server_toml):
+        directed = args.candidate_director_toml
+        director_toml = directed[n] if n < len(directed) else args.director_toml
+        candidate = report(
+            *await run(args, candidate_toml, director_toml), args, candidate_toml, director_toml
+        )
         names = (
-            " ".join(args.server_toml.split()) or "defaults",
-            " ".join(candidate_toml.split()) or "defaults",
+            " ".join(f"{args.server_toml} {args.director_toml}".split()) or "defaults",
+            " ".join(f"{candidate_toml} {director_toml}".split()) or "defaults",
         )
         compare(baseline, candidate, names)
 

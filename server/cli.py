@@ -160,6 +160,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
             speculate=config.speculative_transcripts,
         ),
         ears=EarsConfig(turn=server_turn(config.punctuated_silence_ms)),
+        speech=config.speech(),
     )
     telemetry = TurnTelemetry.from_env()
     server = OnstageServer(

@@ -32,7 +32,7 @@ from events.stamp import Stamper
 from events.tracing import Tracer
 from events.vocabulary import SpeechStarted, SpeechStopped
 from server import protocol as p
-from server.speech import SpeechPlayer
+from server.speech import SpeechConfig, SpeechPlayer
 from server.voice import Utterance, Voice
 
 MAX_AHEAD_S = 30.0
@@ -78,8 +78,14 @@ class _Planned:
 class CharacterVoice(SpeechPlayer):
     """The session's speech player: the server's own voice and the client's (which sounds over it)."""
 
-    def __init__(self, voice: Voice, realizer: Realizer, tracer: Tracer | None = None) -> None:
-        super().__init__(voice, realizer, tracer)
+    def __init__(
+        self,
+        voice: Voice,
+        realizer: Realizer,
+        tracer: Tracer | None = None,
+        config: SpeechConfig | None = None,
+    ) -> None:
+        super().__init__(voice, realizer, tracer, config)
         self.notify: Notify = lambda message: None
         self._queue: deque[_Segment] = deque()  # the open or playing segment first
         self._open: _Segment | None = None  # the segment 0x04 frames go to

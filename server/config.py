@@ -10,6 +10,7 @@ import msgspec
 from server.access import Access
 from server.cluster.settings import ClusterSettings
 from server.limits import Limits
+from server.speech import SpeechConfig, VoiceStart
 from server.webrtc.settings import RtcSettings
 
 
@@ -42,6 +43,18 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     punctuated_silence_ms: float = 0.0
     """Silence that ends a turn whose last transcript ends a sentence (``events.turn``): 0, at the VAD's
     stop, as soon as that transcript is there."""
+    voice_start: VoiceStart = "next_chunk"
+    """Where the character's speech starts (``server.speech``): ``next_chunk``, a chunk after the one
+    that cued it, the same frames for the same seed and inputs; ``when_ready``, from the first frame not
+    yet sent once its first audio is synthesised (sooner, but where scripted speech starts, and so the
+    frames, then depend on Piper's speed)."""
+    voice_first_clause: bool = True
+    """Synthesise a reply's first clause (up to its first comma) on its own, so its first audio is ready
+    sooner (Piper's time grows with the text). The same text is split the same way every time."""
+
+    def speech(self) -> SpeechConfig:
+        """The voice's switches as the session factory takes them."""
+        return SpeechConfig(start=self.voice_start, first_clause=self.voice_first_clause)
 
 
 class ConfigFileError(ValueError):

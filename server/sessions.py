@@ -33,6 +33,7 @@ from server.client_voice import CharacterVoice
 from server.core.conductor import Conductor, ConductorConfig
 from server.core.schedule import Clock
 from server.revival import SessionRecords
+from server.speech import SpeechConfig
 from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
@@ -75,8 +76,10 @@ class SessionFactory:
         story_db: str = ":memory:",
         clock: Clock | None = None,
         workers: WorkerPool | None = None,
+        speech: SpeechConfig | None = None,
     ) -> None:
-        """Sessions' workers come from ``workers``, else from ``backend`` in this process."""
+        """Sessions' workers come from ``workers``, else from ``backend`` in this process; ``speech`` says
+        how the server's voice starts (``server.speech.SpeechConfig``)."""
         if workers is None:
             if backend is None:
                 raise ValueError("a session factory needs a backend or a worker pool")
@@ -91,6 +94,7 @@ class SessionFactory:
         self.ears = ears or EarsConfig(turn=server_turn())
         self.manifest = workers.manifest.vocabulary
         self.story_db = story_db
+        self.speech = speech or SpeechConfig()
         self.clock = clock
         """The clock sessions run on (None: the event loop's); tests run sessions in virtual time."""
         self._store: CheckpointStore | None = None
@@ -250,7 +254,7 @@ class SessionFactory:
             minds=minds,
             bus=bus,
             ears=ears,
-            player=CharacterVoice(self.voice, minds.realizer, bus.tracer),
+            player=CharacterVoice(self.voice, minds.realizer, bus.tracer, self.speech),
             stamper=stamper,
             config=self.conductor,
             clock=self.clock,

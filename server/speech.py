@@ -8,20 +8,54 @@ It reports to the realizer what the voice really did: the envelope, the length, 
 interruption the words that were actually played (``heard_text``); the realizer publishes them as
 ``character.speech`` events, which the Director's memory and the client both read. It traces the cue and
 the first sentence synthesised under the cue's cause (``events.tracing``).
+
+``SpeechConfig`` holds the two switches that trade exactness for an earlier first sound:
+``first_clause`` synthesises a first sentence's first clause (up to its first comma) on its own, as
+Piper's time grows with the text; ``start`` says where cued speech begins (see ``Decider``):
+``next_chunk`` a chunk after its cue, the mouth waiting for the audio (the same inputs give the same
+frames), or ``when_ready`` from the first frame not yet sent once its audio is there (the first sound
+comes sooner; where it starts, and so the frames, then depend on how fast Piper ran).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from dataclasses import dataclass, field
+from typing import Literal
 
+import msgspec
 import numpy as np
 
 from agent.realizer import Realizer, SpeechCue
 from events.tracing import SPEECH_CUED, SPEECH_SYNTHESISED, Tracer
 from server.media import MediaClock
 from server.voice import Utterance, Voice
+
+VoiceStart = Literal["next_chunk", "when_ready"]
+
+_CLAUSE = re.compile(r"(?<=,)\s+")
+
+
+class SpeechConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How the server's voice starts: ``[server] voice_start`` and ``voice_first_clause``. These defaults
+    are the plain path (whole sentences, a chunk after the cue); ``onstage serve`` takes the ``[server]``
+    table's, where the first clause is on."""
+
+    start: VoiceStart = "next_chunk"
+    first_clause: bool = False
+
+
+def speech_parts(sentences: list[str], first_clause: bool) -> list[str]:
+    """The texts synthesis goes through in order: the sentences, the first one split after its first
+    comma when ``first_clause`` (and both sides hold a word), so the first audio is ready sooner."""
+    if not first_clause or not sentences:
+        return list(sentences)
+    head, *tail = _CLAUSE.split(sentences[0], maxsplit=1)
+    if not tail or not Voice.sentences(head) or not Voice.sentences(tail[0]):
+        return list(sentences)
+    return [head, tail[0], *sentences[1:]]
 
 
 @dataclass
@@ -31,6 +65,11 @@ class _Speaking:
     start_frame: int
     utterance: Utterance | None  # None until the first sentence is synthesised
     sentences_left: list[str]
+    open: bool = False
+    """More text is coming (``SpeechCue.open``): running out of audio is a pause, not the end."""
+    waits: bool = True
+    """The mouth waits for the audio of the frames it is asked for (``next_chunk``); without, frames
+    decided before the first audio was ready keep the mouth closed and the voice starts later."""
     done: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     progress: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
@@ -40,8 +79,15 @@ class _Speaking:
 class SpeechPlayer:
     """Plays one voice at a time for one session, on the session's global frame counter."""
 
-    def __init__(self, voice: Voice, realizer: Realizer, tracer: Tracer | None = None) -> None:
+    def __init__(
+        self,
+        voice: Voice,
+        realizer: Realizer,
+        tracer: Tracer | None = None,
+        config: SpeechConfig | None = None,
+    ) -> None:
         self.voice = voice
+        self.config = config or SpeechConfig()
         self.realizer = realizer
         self.tracer = tracer
         self.clock = MediaClock.of(realizer.manifest)
@@ -57,24 +103,56 @@ class SpeechPlayer:
         """The input the voice playing now answers (None when silent or uncaused)."""
         return self._now.cue.cause if self._now is not None else None
 
-    def start(self, cue: SpeechCue, start_frame: int, cue_frame: int | None = None) -> None:
+    def start(
+        self, cue: SpeechCue, start_frame: int, cue_frame: int | None = None, *, wait: bool = True
+    ) -> None:
         """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing. ``cue_frame`` is the
         first frame of the chunk that cued it (default: ``start_frame``): the realizer learns the delay.
 
-        Synthesis runs in the background; the conductor starts the voice a chunk after its cue, so the
-        first sentence is ready long before its frames are decided or sent. Should the voice still be
-        late at send time, it starts with the first frame it is ready for instead of losing its beginning.
+        Synthesis runs in the background. With ``wait`` (the conductor's ``next_chunk``: the voice starts
+        a chunk after its cue) the mouth of a chunk waits for its audio, so what it does never depends on
+        synthesis speed. Should the voice still be late at send time, or without ``wait``, it starts with
+        the first frame it is ready for instead of losing its beginning.
         """
         if self._now is not None:
             self.interrupt(start_frame)
-        sentences = self.voice.sentences(cue.text)
+        sentences = speech_parts(self.voice.sentences(cue.text), self.config.first_clause)
         if not sentences:
             self.realizer.speech_ended(cue.speech_id)
             return
-        now = _Speaking(cue, start_frame if cue_frame is None else cue_frame, start_frame, None, sentences)
+        now = _Speaking(
+            cue,
+            start_frame if cue_frame is None else cue_frame,
+            start_frame,
+            None,
+            sentences,
+            open=cue.open,
+            waits=wait,
+        )
         self._now = now
         self._trace(cue, SPEECH_CUED)
         now.task = asyncio.create_task(self._synthesize(now))
+
+    def extend(self, cue: SpeechCue, frame: int) -> None:
+        """Open speech playing now gets its whole text (``cue.text`` continues the text cued before): the
+        rest is synthesised after what is there. Audio from global frame ``frame`` on is not decided yet:
+        if the voice ran out before it, the rest starts there (the frames before were silent)."""
+        now = self._now
+        if now is None or now.cue.speech_id != cue.speech_id or not now.open:
+            return  # it ended or was cut meanwhile
+        rest = cue.text[len(now.cue.text) :] if cue.text.startswith(now.cue.text) else ""
+        now.cue, now.open = cue, False
+        now.sentences_left += self.voice.sentences(rest)
+        if now.done and now.utterance is not None:
+            gap = (frame - now.start_frame) * self.per_frame - now.utterance.samples.size
+            if gap > 0:
+                silence = Utterance("", np.zeros(gap, dtype=np.float32), self.voice.rate, ())
+                now.utterance = now.utterance.then(silence)
+        if now.done and now.sentences_left:
+            now.done = False
+            now.task = asyncio.create_task(self._synthesize(now))
+        elif now.done:
+            now.progress.set()
 
     async def _synthesize(self, now: _Speaking) -> None:
         try:
@@ -121,7 +199,7 @@ class SpeechPlayer:
         a = (frame - now.start_frame) * self.per_frame
         samples = now.utterance.samples[a : a + self.per_frame]
         out[: samples.size] = samples
-        if now.done and a + self.per_frame >= now.utterance.samples.size:
+        if now.done and not now.open and a + self.per_frame >= now.utterance.samples.size:
             self._now = None
             self.realizer.speech_ended(now.cue.speech_id)
         return out
@@ -136,6 +214,8 @@ class SpeechPlayer:
         if now is None:
             return None
         n = self.clock.chunk_frames
+        if now.utterance is None and not now.waits:
+            return (0.0,) * n  # not ready: the mouth stays closed, the voice starts when it is
         first = self.clock.first_frame(chunk) - now.start_frame
         need = (first + n) * self.per_frame
         while (

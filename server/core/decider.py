@@ -67,7 +67,9 @@ class Decider:
         realizer = self.minds.realizer
         proposal = realizer.propose(k)
         new = proposal.output
-        if new.condition == decided.condition and not (new.speech_start or new.speech_stop):
+        if new.condition == decided.condition and not (
+            new.speech_start or new.speech_stop or new.speech_extend
+        ):
             return Redecision(realizer.commit(proposal), None)
         if not regenerate:
             realizer.discard(proposal)
@@ -78,14 +80,22 @@ class Decider:
     async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
         """``out`` for media chunk ``m`` with the voice acted on and its real mouth envelope.
 
-        Speech cued in chunk m starts sounding with chunk m+1: synthesis then has a whole chunk to get
-        its first sentence ready, so it never holds up a chunk, and what the mouth does never depends on
-        how fast synthesis happened to be (the same inputs give the same frames).
+        With ``voice_start = "next_chunk"`` (the default) speech cued in chunk m starts sounding with
+        chunk m+1: synthesis then has a whole chunk to get its first sentence ready, and what the mouth
+        does never depends on how fast synthesis happened to be (the same inputs give the same frames).
+        With ``"when_ready"`` it may start as early as chunk m's first frame: it sounds from the first
+        frame not yet sent once its first audio is ready, and chunks decided before that keep the mouth
+        closed. The first sound comes up to a chunk and a synthesis sooner, but where speech starts (and
+        the frames after) then depends on Piper's speed.
         """
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame() + 1, speech_id)
+        now = self.player.config.start == "when_ready"
         for cue in out.speech_start:
-            self.player.start(cue, self.media.first_frame(m + 1), cue_frame=self.media.first_frame(m))
+            start = self.media.first_frame(m if now else m + 1)
+            self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=not now)
+        for cue in out.speech_extend:
+            self.player.extend(cue, self.media.first_frame(m))
         envelope = await self.player.envelope(m)
         if envelope is not None:
             speaking = self.player.sounding(m)

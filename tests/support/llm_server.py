@@ -4,7 +4,9 @@ It listens on 127.0.0.1 on an ephemeral port (``asyncio.start_server``, HTTP/1.1
 answers ``POST /v1/chat/completions`` from a queue of scripted answers: plain ``Reply`` objects (text
 and/or tool calls, streamed as SSE when the request asks for ``stream``, with tool-call arguments split
 over several chunks), ``HttpError``, ``Malformed`` bodies, ``Drop`` (close without answering), ``Hang``
-(never answer), and ``Cut`` (a streamed reply whose connection dies part-way). Any answer can be delayed.
+(never answer), and ``Cut`` (a streamed reply whose connection dies part-way). Any answer can be delayed,
+and a streamed reply held part-way until the test lets it go on (``Reply.hold``: a ``Hold``), so a test
+can tell what happened while the reply was still streaming.
 ``refuse()`` closes the port and every connection (connections are then refused) until ``accept()``.
 Every request body is recorded, so a test can check what the client sent.
 
@@ -37,6 +39,20 @@ class Call:
 
 
 @dataclass
+class Hold:
+    """Holds a streamed reply after its first ``events`` SSE events (the role chunk is the first) until
+    ``release()``; ``reached`` is set once it is held there."""
+
+    events: int = 2
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    _go: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        """Let the reply stream on."""
+        self._go.set()
+
+
+@dataclass
 class Reply:
     """A successful answer. ``pieces``: how many SSE chunks each text or arguments string is cut into.
 
@@ -51,6 +67,8 @@ class Reply:
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
     finish_reason: str | None = None
+    hold: Hold | None = None
+    """Streamed, the reply stops part-way until it is released."""
 
     def finish(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
@@ -254,7 +272,10 @@ class LLMServer:
             return True
         if request.get("stream"):
             await self._stream(
-                writer, [json.dumps(c) for c in self._chunks(answer, model)], answer.chunk_delay_s
+                writer,
+                [json.dumps(c) for c in self._chunks(answer, model)],
+                answer.chunk_delay_s,
+                hold=answer.hold,
             )
         else:
             await self._send(writer, 200, json.dumps(self._completion(answer, model)))
@@ -270,13 +291,22 @@ class LLMServer:
         await writer.drain()
 
     async def _stream(
-        self, writer: asyncio.StreamWriter, events: list[str], delay_s: float, *, end: bool = True
+        self,
+        writer: asyncio.StreamWriter,
+        events: list[str],
+        delay_s: float,
+        *,
+        end: bool = True,
+        hold: Hold | None = None,
     ) -> None:
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
             b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
         )
-        for event in [*events, "[DONE]"] if end else events:
+        for n, event in enumerate([*events, "[DONE]"] if end else events):
+            if hold is not None and n == hold.events:
+                hold.reached.set()
+                await hold._go.wait()
             payload = f"data: {event}\n\n".encode()
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             await writer.drain()

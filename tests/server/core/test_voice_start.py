@@ -1,0 +1,118 @@
+"""Where the character's voice starts (``[server] voice_start``) and what it synthesises first
+(``voice_first_clause``), on the ``world`` backend's clock: 16 fps, 12-frame chunks of 0.75 s."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from agent.plans import Block, Speech
+from agent.realizer import Realizer, SpeechCue
+from server.config import ServerConfig
+from server.speech import SpeechConfig, SpeechPlayer, speech_parts
+from server.voice import Voice
+from streaming_model.manifest import build_manifest
+
+SLOW = build_manifest(fps=16, frames_per_chunk=12, width=160, height=96)
+TEXT = "Hello there, nice to see you. Ask me anything."
+
+
+@pytest.fixture(scope="module")
+def voice() -> Voice:
+    return Voice()
+
+
+def cued(text: str = TEXT) -> tuple[Realizer, SpeechCue]:
+    realizer = Realizer(manifest=SLOW, voice="server")
+    realizer.submit(Block(behaviors=[Speech(text=text)]))
+    (cue,) = realizer.tick(0).speech_start
+    return realizer, cue
+
+
+async def ready(player: SpeechPlayer, chunk: int) -> None:
+    """Until the voice's first audio is synthesised (it then sounds in ``chunk``)."""
+    async with asyncio.timeout(10):
+        # The player publishes no event of its own for this: look at it as the next decision would.
+        while not player.sounding(chunk):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+
+
+async def sent(player: SpeechPlayer, frames: range) -> np.ndarray:
+    """The audio of ``frames`` as the conductor sends it: each chunk's mouth decided before its frames."""
+    out = []
+    for f in frames:
+        if f == frames.start or f % SLOW.frames_per_chunk == 0:
+            await player.envelope(f // SLOW.frames_per_chunk)
+        out.append(player.slice(f))
+    return np.concatenate(out)
+
+
+def test_the_first_clause_is_its_own_part_only_when_both_sides_hold_words() -> None:
+    sentences = Voice.sentences(TEXT)
+    assert speech_parts(sentences, first_clause=True) == [
+        "Hello there,",
+        "nice to see you.",
+        "Ask me anything.",
+    ]
+    assert speech_parts(sentences, first_clause=False) == sentences
+    assert speech_parts(["No comma here."], first_clause=True) == ["No comma here."]
+    assert speech_parts(["Well, ..."], first_clause=True) == ["Well, ..."]
+    assert speech_parts(["Yes, yes, yes."], first_clause=True) == ["Yes,", "yes, yes."]
+
+
+async def test_with_the_first_clause_apart_the_voice_plays_the_parts_one_after_another(voice: Voice) -> None:
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(first_clause=True))
+    player.start(cue, 12, cue_frame=0)
+    audio = await sent(player, range(12, 12 + 12 * 8))
+    parts = [voice.synthesize(t) for t in ("Hello there,", "nice to see you.", "Ask me anything.")]
+    expected = np.concatenate([p.samples for p in parts])
+    assert np.array_equal(audio[: expected.size], expected) and not audio[expected.size :].any()
+    # What was heard of it is told word by word across the parts.
+    realizer.tick(1)
+    player.start(cue, 12 * 9, cue_frame=12 * 9)  # once more, cut after the first clause's audio
+    await player.envelope(10)
+    clause = -(-parts[0].samples.size // player.per_frame)
+    for f in range(12 * 9, 12 * 9 + clause):
+        player.slice(f)
+    assert player.interrupt(12 * 9 + clause) == "Hello there,"
+
+
+async def test_when_ready_the_voice_starts_with_the_first_frame_sent_after_its_audio_is_ready(
+    voice: Voice,
+) -> None:
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="when_ready", first_clause=True))
+    player.start(cue, 0, cue_frame=0, wait=False)
+    # Decided before any audio is there: the cue chunk's mouth is closed at once, nothing waits.
+    assert await asyncio.wait_for(player.envelope(0), 0.001) == (0.0,) * 12
+    assert not player.sounding(0)
+    early = [player.slice(f) for f in range(3)]  # three frames go out before the audio is ready
+    assert not np.concatenate(early).any()
+    await ready(player, 0)
+    utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you. Ask me anything."))
+    # The next chunk's mouth follows the voice as it sounds, three frames in.
+    realizer.tick(1)
+    envelope = utterance.frame_envelope(SLOW.fps)
+    assert await player.envelope(1) == pytest.approx(tuple(envelope[9:21]))
+    audio = await sent(player, range(3, 3 + 12 * 8))
+    assert np.array_equal(audio[: utterance.samples.size], utterance.samples)  # from frame 3, whole
+
+
+async def test_next_chunk_keeps_the_cue_chunk_silent_and_its_mouth_waits_for_the_audio(voice: Voice) -> None:
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="next_chunk", first_clause=True))
+    player.start(cue, 12, cue_frame=0)
+    assert await player.envelope(0) == (0.0,) * 12
+    envelope = await player.envelope(1)  # waits for the synthesis of chunk 1's audio
+    utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you."))
+    assert envelope == pytest.approx(tuple(utterance.frame_envelope(SLOW.fps)[:12]))
+    assert not np.concatenate([player.slice(f) for f in range(12)]).any()
+
+
+def test_the_server_table_names_both_switches_and_keeps_next_chunk_by_default() -> None:
+    assert ServerConfig().speech() == SpeechConfig(start="next_chunk", first_clause=True)
+    quick = ServerConfig(voice_start="when_ready", voice_first_clause=False).speech()
+    assert quick == SpeechConfig(start="when_ready", first_clause=False)
