@@ -70,6 +70,9 @@ class _Speaking:
     waits: bool = True
     """The mouth waits for the audio of the frames it is asked for (``next_chunk``); without, frames
     decided before the first audio was ready keep the mouth closed and the voice starts later."""
+    urgent: int = 1
+    """Parts still to synthesise at the video's priority: those of the first sentence, which the mouth
+    of the chunk after the cue waits for (one, or two with its first clause apart)."""
     done: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     progress: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
@@ -116,7 +119,8 @@ class SpeechPlayer:
         """
         if self._now is not None:
             self.interrupt(start_frame)
-        sentences = speech_parts(self.voice.sentences(cue.text), self.config.first_clause)
+        whole = self.voice.sentences(cue.text)
+        sentences = speech_parts(whole, self.config.first_clause)
         if not sentences:
             self.realizer.speech_ended(cue.speech_id)
             return
@@ -128,6 +132,7 @@ class SpeechPlayer:
             sentences,
             open=cue.open,
             waits=wait,
+            urgent=len(sentences) - len(whole) + 1,
         )
         self._now = now
         self._trace(cue, SPEECH_CUED)
@@ -157,9 +162,8 @@ class SpeechPlayer:
     async def _synthesize(self, now: _Speaking) -> None:
         try:
             while now.sentences_left and self._now is now:
-                part = await self.voice.synthesize_async(
-                    now.sentences_left.pop(0), first=now.utterance is None
-                )
+                part = await self.voice.synthesize_async(now.sentences_left.pop(0), first=now.urgent > 0)
+                now.urgent -= 1
                 if self._now is not now:
                     return
                 if now.utterance is None:
