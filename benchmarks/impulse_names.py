@@ -7,8 +7,8 @@ Every onset the onset detector finds in the three scenes of the real test set (`
 is measured as the sound classifier measures it (``events.impulse_names.shares``, YAMNet's scores of the
 window ending 150 ms after the onset as advice). Each onset belongs to one recording (for a train, the
 clip of the impulse nearest to it; for other sounds, the sound). For each recording in turn the two
-boundaries are fitted on the onsets of all the others (midway between the classes' extremes, as the
-defaults were chosen) and the held-out recording's onsets are named with them. Printed per kind: onsets,
+boundaries are fitted on the onsets of all the others that YAMNet neither vetoes nor names itself
+(midway between the classes' extremes, as the defaults were chosen) and the held-out recording's onsets are named with them. Printed per kind: onsets,
 named right, named wrong (a false name) and unnamed, left out and fitted on everything (in-sample), with
 the boundaries each fold chose. Knocks and claps must get ``Knock`` and ``Clapping`` (applause may get
 either); every other kind must get no name from the namer.
@@ -91,7 +91,13 @@ def onsets(model: YamNet, config: ImpulseNameConfig) -> list[Onset]:
 
 def fit(train: list[Onset], base: ImpulseNameConfig) -> ImpulseNameConfig:
     """Both boundaries midway between the extremes of the classes they part, in ``train``."""
-    measured = [o for o in train if o.shares is not None]
+    # Only the onsets that reach the boundaries: YAMNet's vetoes and its confident names decide the others.
+    decided = {**base.vetoes, **base.trust}
+    measured = [
+        o
+        for o in train
+        if o.shares is not None and not any(o.advice.get(label, 0.0) >= at for label, at in decided.items())
+    ]
     knocks = [o.shares.high for o in measured if o.kind == "knock" and o.shares]
     claps = [o.shares.high for o in measured if o.kind == "clap" and o.shares]
     impulse_low = [o.shares.low for o in measured if o.kind in ("knock", "clap") and o.shares]

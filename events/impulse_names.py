@@ -61,6 +61,9 @@ class ImpulseNameConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """YAMNet label -> the score at which an impulse gets no name at all."""
     trust: dict[str, float] = msgspec.field(default_factory=lambda: {KNOCK: 0.5, CLAP: 0.5})
     """YAMNet label -> the score at which YAMNet's own name stands, whatever the spectrum says."""
+    overruled: tuple[str, ...] = (KNOCK, CLAP, "Finger snapping")
+    """YAMNet labels for impulses that the sound classifier does not emit, below their ``trust`` score, while
+    its window holds an impulse the namer named otherwise (``SoundClassifier``)."""
     score: float = 0.5
     """The ``score`` a name from the spectrum carries (a YAMNet name carries YAMNet's, if higher)."""
 
