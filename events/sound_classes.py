@@ -226,7 +226,7 @@ class SoundClassifier:
             if at + namer.after_samples > now:
                 waiting.append((at, onset_id))  # its burst is not all in yet
                 continue
-            # An onset whose noise has left the ring is named from what is left (shares gives None).
+            # An onset whose noise has left the ring cannot be measured (shares gives None): YAMNet alone.
             found = shares(self._ring, at - first, namer)
             named = name(found, advice, namer)
             if named is not None:
