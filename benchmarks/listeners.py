@@ -106,11 +106,16 @@ def optional(module: str, name: str) -> Any | None:
         return None
 
 
-def sound_classes_row(frames: list[np.ndarray], onsets: list[list[SoundOnset]], audio_s: float) -> Row | None:
+def sound_classes_row(
+    frames: list[np.ndarray], onsets: list[list[SoundOnset]], audio_s: float, namer: bool = True
+) -> Row | None:
+    """The classifier's cost; ``namer=False`` without the impulse namer (``SoundClassConfig.impulses``)."""
     classifier_type = optional("events.sound_classes", "SoundClassifier")
     if classifier_type is None:
         return None
-    classifier = classifier_type(Stamper("bench"))
+    config_type = optional("events.sound_classes", "SoundClassConfig")
+    config = None if namer or config_type is None else config_type(impulses=None)
+    classifier = classifier_type(Stamper("bench"), config)
     clock, costs = time.process_time_ns, []
     for frame, found in zip(frames, onsets, strict=True):
         t0 = clock()
@@ -118,7 +123,9 @@ def sound_classes_row(frames: list[np.ndarray], onsets: list[list[SoundOnset]], 
         for onset in found:
             classifier.note_onset(onset)
         costs.append(clock() - t0)
-    return Row("sound classes (YAMNet)", costs, audio_s)
+    return Row(
+        "sound classes (YAMNet + impulse namer)" if namer else "sound classes (YAMNet alone)", costs, audio_s
+    )
 
 
 def transcriber_row(audio: np.ndarray, segments: list[SpeechStopped], audio_s: float) -> Row | None:
@@ -183,7 +190,12 @@ def main() -> None:
 
     onsets = [[e for e in out if isinstance(e, SoundOnset)] for out in onset_out]
     segments = [e for out in vad_out for e in out if isinstance(e, SpeechStopped)]
-    for row in (sound_classes_row(frames, onsets, audio_s), transcriber_row(audio, segments, audio_s)):
+    heavy = (
+        sound_classes_row(frames, onsets, audio_s, namer=False),
+        sound_classes_row(frames, onsets, audio_s),
+        transcriber_row(audio, segments, audio_s),
+    )
+    for row in heavy:
         if row is not None:
             rows.append(row)
 

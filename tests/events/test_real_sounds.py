@@ -105,7 +105,6 @@ def test_applause_bells_and_music_start_no_speech(heard):
     assert {kind: s.speech_started for kind, s in heard.items() if s.speech_started} == {}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15, not met yet: YAMNet alone names few real knocks and claps")
 @pytest.mark.parametrize("kind", ["knock", "clap"])
 def test_real_knocks_and_claps_are_named(heard, kind):
     assert heard[kind].named >= GOAL_NAMES * heard[kind].count
