@@ -72,9 +72,13 @@ async def burst(transcriber: Transcriber, voice: Voice, jobs: int, until: float)
             done += 1
 
     async def synthesize() -> None:
+        # As a session's speech player does: the first sentence at the video's priority, the rest below.
         nonlocal done
+        first, *rest = voice.sentences(REPLY)
         while time.monotonic() < until:
-            await voice.synthesize_async(REPLY)
+            await voice.synthesize_async(first, first=True)
+            for sentence in rest:
+                await voice.synthesize_async(sentence)
             done += 1
 
     await asyncio.gather(*(transcribe(i) for i in range(jobs)), *(synthesize() for _ in range(jobs)))
@@ -88,14 +92,15 @@ async def window(
     out = Window()
     sent, on_time, times = core.chunks_sent, core.chunks_on_time, len(client.received.video)
     until = time.monotonic() + seconds
-    if load is not None:
-        out.jobs = await burst(load, voice, jobs, until)
+    jobs_done = asyncio.create_task(burst(load, voice, jobs, until)) if load is not None else None
     await asyncio.sleep(max(0.0, until - time.monotonic()))
     out.sent, out.on_time = core.chunks_sent - sent, core.chunks_on_time - on_time
     # The window's chunks are the newest in the schedule's record (it keeps 200, more than a window makes).
     out.chunk_ms = [t * 1000.0 for t in list(core.chunk_times)[-out.sent :]] if out.sent else []
     arrivals = [f.t for f in client.received.video[times:]]
     out.gaps_ms = [(b - a) * 1000.0 for a, b in itertools.pairwise(arrivals)]
+    if jobs_done is not None:
+        out.jobs = await jobs_done  # the jobs queued last finish after the window (not counted in it)
     return out
 
 
