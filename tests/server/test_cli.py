@@ -95,7 +95,7 @@ def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> No
     [
         (
             ["--baseline", "stepz=2"],
-            "unknown option 'stepz'; the options are: steps, cache, precision, cache_noise",
+            "unknown option 'stepz'; the options are: steps, cache, precision, linears, cache_noise",
         ),
         (["--candidate", "cache=fast"], "option cache takes write_time or naive, not 'fast'"),
         (["--candidate", "precision=fp16"], "option precision takes auto, bf16, fp32, not 'fp16'"),
