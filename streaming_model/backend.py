@@ -18,7 +18,8 @@ any thread. docs/backends.md says how to write one.
 from __future__ import annotations
 
 import threading
-from typing import Literal, Protocol
+from collections.abc import Sequence
+from typing import Literal, Protocol, TypeGuard
 
 import msgspec
 import numpy as np
@@ -28,6 +29,7 @@ from .manifest import Manifest
 
 SnapshotKind = Literal["exact", "approximate", "none"]
 Interrupt = Literal["block", "step", "chunk", "none"]
+Batching = Literal["exact", "approximate", "none"]
 
 
 class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,7 +40,10 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     (``none``: ``snapshot`` raises). interrupt: how soon a set ``cancel`` stops ``generate``: between
     transformer blocks, between denoise steps (or frames), only before a chunk starts, or never.
     deterministic: the same seed and conditions give the same frames. reference_image: ``open_session``
-    takes a reference picture of the character.
+    takes a reference picture of the character. batching: whether the backend generates several
+    sessions' chunks in one pass (``BatchingBackend``): ``exact`` when every session's frames are
+    byte-identical to those it gets alone, ``approximate`` when they may differ in their last bits (the
+    number kernels sum in another order at another batch size), ``none`` when it does not batch.
     """
 
     rollback_depth: int
@@ -46,18 +51,33 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     interrupt: Interrupt
     deterministic: bool
     reference_image: bool
+    batching: Batching = "none"
 
 
 class Costs(msgspec.Struct, frozen=True, kw_only=True):
     """Milliseconds, measured at warm-up on the machine serving: generating a chunk (p50, p95), finishing
     one (commit and decode), a fresh session's first chunk, and from a set ``cancel`` to ``generate``
-    returning."""
+    returning. A batching backend adds ``batch_p50_ms``: a whole chunk (generate, commit, decode) of
+    1, 2, ... sessions at once, the batch's median time for each batch size."""
 
     chunk_p50_ms: float
     chunk_p95_ms: float
     finish_p50_ms: float
     first_chunk_ms: float
     interrupt_ms: float
+    batch_p50_ms: tuple[float, ...] = ()
+
+    def batch_ms(self, sessions: int) -> float:
+        """Milliseconds a whole chunk of ``sessions`` sessions takes: one batch where the backend batches
+        (past the largest batch measured, growing as the last measured step did), one after another where
+        it does not."""
+        if sessions <= 0:
+            return 0.0
+        measured = self.batch_p50_ms or (self.chunk_p50_ms + self.finish_p50_ms,)
+        if sessions <= len(measured):
+            return measured[sessions - 1]
+        step = measured[-1] - measured[-2] if len(measured) > 1 else measured[-1]
+        return measured[-1] + step * (sessions - len(measured))
 
 
 class BackendManifest(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,6 +168,34 @@ class Backend(Protocol):
     ) -> BackendSession:
         """A session for a built-in identity or a reference picture (prefilled: call it off the loop)."""
         ...
+
+
+class BatchingBackend(Backend, Protocol):
+    """A backend whose sessions' chunks can be generated and committed several at once (its manifest
+    declares ``batching`` other than ``none``). Every session given must be one of its own; each keeps its
+    own state, seed and chunk index, and a batch does to each what ``generate`` and ``commit`` alone do
+    (bit for bit when ``batching`` is ``exact``)."""
+
+    def generate_many(
+        self,
+        sessions: Sequence[BackendSession],
+        conds: Sequence[ChunkCondition],
+        cancels: Sequence[threading.Event | None],
+    ) -> list[Pending | None]:
+        """Each session's next chunk under its condition, side-effect free; None for a session whose
+        ``cancel`` was seen first. ``ConditionError`` for a condition it cannot take (nothing generated)."""
+        ...
+
+    def commit_many(
+        self, sessions: Sequence[BackendSession], pendings: Sequence[Pending]
+    ) -> list[np.ndarray]:
+        """``commit`` for each session and its pending chunk, in one pass; their frames in order."""
+        ...
+
+
+def can_batch(backend: Backend) -> TypeGuard[BatchingBackend]:
+    """Whether ``backend`` declares batching (and so has ``generate_many`` and ``commit_many``)."""
+    return backend.manifest.capabilities.batching != "none"
 
 
 def apply_fallbacks(cond: ChunkCondition, manifest: BackendManifest) -> ChunkCondition:

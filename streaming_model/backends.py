@@ -2,8 +2,9 @@
 
 Options arrive as text (``--backend-option fps=16``, ``--backend-option linears=int8``); each backend
 names the ones it takes, and a wrong name, option or value is a ``ValueError`` saying which and what would
-do. The tiny model takes ``steps`` (denoise steps per chunk) and ``linears`` (``float`` or ``int8``,
-``streaming_model.linears``); the world takes its clock and picture size.
+do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``float`` or ``int8``,
+``streaming_model.linears``) and ``max_batch`` (the largest batch measured at warm-up; 1: no batching);
+the world takes its clock and picture size.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _linears(_key: str, text: str) -> Linears:
 
 
 _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
-    "tiny": {"steps": _integer, "linears": _linears},
+    "tiny": {"steps": _integer, "linears": _linears, "max_batch": _integer},
     "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
 }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast, overload
@@ -28,7 +29,7 @@ import torch
 
 from .codec import Codec, to_pixels, to_uint8
 from .condition import ChunkCondition, continuous_features, encode, next_phase
-from .dit import DiT
+from .dit import AttendFn, DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
@@ -236,30 +237,7 @@ class Session:
 
         Raises ConditionError for a malformed condition. The committed cache is never modified here.
         """
-        cond.validate()
-        phase0 = next_phase(self.last_action, self.last_phase0, cond.action)
-        pos = torch.tensor([float(self.cache.next_position())], dtype=torch.float64)
-        cos, sin = self.dit.rope_tables(pos)
-        attend = self.cache.attend
-        if cancel is not None:  # also check between blocks: an interrupt need not wait for a whole step
-            inner = attend
-
-            def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                if cancel.is_set():
-                    raise Cancelled
-                return inner(layer, q, k, v)
-
-        x0 = torch.zeros(self._latent_shape)  # pure noise at t = 1 whatever x0 is
-        try:
-            with computing():
-                for step, t in enumerate(self.levels):
-                    if cancel is not None and cancel.is_set():
-                        raise Cancelled
-                    x = renoise(x0, seeded_noise(self.seed, self.index, step, self._latent_shape), t)
-                    x0, _ = self.dit.run(x, self._cond(cond, phase0, t), cos, sin, attend, base=self._base)
-        except Cancelled:
-            return None
-        return PendingChunk(self.index, x0, cond, phase0, self.voice_tail + cond.voice)
+        return generate_many([self], [cond], [cancel])[0]
 
     @overload
     def commit(self, pending: PendingChunk, decode: Literal[True] = True) -> np.ndarray: ...
@@ -268,26 +246,24 @@ class Session:
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
         """Write the chunk into the cache (one pass over it at the context noise level, as far as the last
         block's keys and values) and decode it."""
-        if pending.index != self.index:
-            raise ValueError(
-                f"pending chunk {pending.index} does not follow the session (at chunk {self.index})"
-            )
-        pos = torch.tensor([float(self.cache.next_position())], dtype=torch.float64)
-        cos, sin = self.dit.rope_tables(pos)
-        noise = seeded_noise(self.seed, self.index, COMMIT_STEP, self._latent_shape)
-        with computing():
-            ctx = renoise(pending.latent, noise, CONTEXT_T)
-            # Only the keys and values are kept: the chunk's prediction is pending.latent already.
-            kv = self.dit.keys_values(
-                ctx, self._cond(pending.condition, pending.phase0, CONTEXT_T), cos, sin, self.cache.attend
-            )
-            self.cache.commit(self._damaged(kv) if self.cache_noise else kv)
+        commit_many([self], [pending])
+        return self.decode(pending) if decode else None
+
+    def _position_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (64, hd/2) of the next chunk's tokens at the position the cache gives it."""
+        return self.dit.rope_tables(torch.tensor([float(self.cache.next_position())], dtype=torch.float64))
+
+    def _take(
+        self, pending: PendingChunk, kv: list[tuple[torch.Tensor, torch.Tensor]], ctx: torch.Tensor
+    ) -> None:
+        """Make ``pending`` committed: its keys and values into the cache, ``ctx`` (the chunk as the next
+        one sees it) the new base."""
+        self.cache.commit(self._damaged(kv) if self.cache_noise else kv)
         self._meta.append((self.last_action, self.last_phase0, self._base, self.voice_tail))
         self._base = ctx
         self.voice_tail = pending.voice[len(pending.voice) - len(self.voice_tail) :]
         self.last_action, self.last_phase0 = pending.condition.action, pending.phase0
         self.index += 1
-        return self.decode(pending) if decode else None
 
     def _damaged(
         self, kv: list[tuple[torch.Tensor, torch.Tensor]]
@@ -302,10 +278,7 @@ class Session:
 
     def decode(self, pending: PendingChunk) -> np.ndarray:
         """Pixels of a chunk: (4, 128, 128, 3) uint8."""
-        with computing():
-            voice = torch.tensor([pending.voice]) if pending.voice else None
-            px = self.codec.decode(pending.latent[:, 0], voice)
-        return to_uint8(px[0]).numpy()
+        return decode_many(self.codec, [pending])[0]
 
     def step(self, cond: ChunkCondition) -> np.ndarray:
         """generate + commit + decode in one call (no cancellation)."""
@@ -358,3 +331,128 @@ class Session:
             if len(snap.voice_tail) == len(self.voice_tail)
             else (0.0,) * len(self.voice_tail),
         )
+
+
+def batchable(sessions: Sequence[Session]) -> bool:
+    """Whether ``sessions`` can be run in one batch: one transformer, one decoder, one sampler."""
+    first = sessions[0]
+    return all(s.dit is first.dit and s.codec is first.codec and s.levels == first.levels for s in sessions)
+
+
+def _check_batch(sessions: Sequence[Session], *others: Sequence[object]) -> None:
+    if not sessions or any(len(o) != len(sessions) for o in others):
+        raise ValueError(
+            f"a batch of {len(sessions)} sessions needs one entry each, got {[len(o) for o in others]}"
+        )
+    if not batchable(sessions):
+        raise ValueError("sessions of different models, decoders or step counts cannot share a batch")
+
+
+def _tables(sessions: Sequence[Session]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each session's position tables stacked as (B, 1, 64, hd/2): one row per session, broadcast over
+    the heads."""
+    tables = [s._position_tables() for s in sessions]
+    return torch.stack([cos for cos, _ in tables])[:, None], torch.stack([sin for _, sin in tables])[:, None]
+
+
+def _attend_each(sessions: Sequence[Session], cancels: Sequence[threading.Event | None] = ()) -> AttendFn:
+    """Attention of each batch row over its own session's cache (rows never see each other). With
+    ``cancels``, ``Cancelled`` is raised before a block once every row's flag is set: an interrupt need
+    not wait for a whole denoise step."""
+    flags = [flag for flag in cancels if flag is not None]
+    every = len(flags) == len(sessions)  # a row without a flag can never be cancelled
+
+    def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if every and all(flag.is_set() for flag in flags):
+            raise Cancelled
+        if len(sessions) == 1:
+            return sessions[0].cache.attend(layer, q, k, v)
+        return torch.cat(
+            [s.cache.attend(layer, q[i : i + 1], k[i : i + 1], v[i : i + 1]) for i, s in enumerate(sessions)]
+        )
+
+    return attend
+
+
+def generate_many(
+    sessions: Sequence[Session],
+    conds: Sequence[ChunkCondition],
+    cancels: Sequence[threading.Event | None],
+) -> list[PendingChunk | None]:
+    """The next chunk of every session, each under its condition, denoised in one batched pass per step
+    (``batchable`` sessions; a session's row reads only its own cache, seed and chunk index, and the
+    matrix products give each row the bits they give it alone: tests/streaming_model/test_batched.py).
+
+    A session whose ``cancel`` is set leaves the batch before the next denoise step and gets None; once
+    every row's flag is set the pass stops between transformer blocks. The committed caches are never
+    modified here. ``ConditionError`` for a malformed condition (then nothing is generated)."""
+    _check_batch(sessions, conds, cancels)
+    for cond in conds:
+        cond.validate()
+    first = sessions[0]
+    phases = [
+        next_phase(s.last_action, s.last_phase0, c.action) for s, c in zip(sessions, conds, strict=True)
+    ]
+    live = list(range(len(sessions)))
+    cos, sin = _tables(sessions)
+    base = torch.cat([s._base for s in sessions])
+    x0 = torch.zeros((len(sessions), *first._latent_shape[1:]))  # pure noise at t = 1 whatever x0 is
+
+    def cancelled(i: int) -> bool:
+        flag = cancels[i]
+        return flag is not None and flag.is_set()
+
+    try:
+        with computing():
+            for step, t in enumerate(first.levels):
+                keep = [j for j, i in enumerate(live) if not cancelled(i)]
+                if not keep:
+                    raise Cancelled
+                if len(keep) < len(live):  # rows leave between steps, whatever their position
+                    rows = torch.tensor(keep, dtype=torch.long)
+                    live = [live[j] for j in keep]
+                    x0, base, cos, sin = x0[rows], base[rows], cos[rows], sin[rows]
+                running = [sessions[i] for i in live]
+                attend = _attend_each(running, [cancels[i] for i in live])
+                noise = torch.cat([seeded_noise(s.seed, s.index, step, s._latent_shape) for s in running])
+                c = torch.cat([sessions[i]._cond(conds[i], phases[i], t) for i in live])
+                x0, _ = first.dit.run(renoise(x0, noise, t), c, cos, sin, attend, base=base)
+    except Cancelled:
+        return [None] * len(sessions)
+    out: list[PendingChunk | None] = [None] * len(sessions)
+    for row, i in enumerate(live):
+        s, cond = sessions[i], conds[i]
+        out[i] = PendingChunk(s.index, x0[row : row + 1], cond, phases[i], s.voice_tail + cond.voice)
+    return out
+
+
+def commit_many(sessions: Sequence[Session], pendings: Sequence[PendingChunk]) -> None:
+    """Commit each session's pending chunk: one batched pass at the context noise level, as far as the
+    last block's keys and values, then each session's cache takes its row. ``ValueError`` (nothing
+    committed) if a pending chunk does not follow its session."""
+    _check_batch(sessions, pendings)
+    for s, pending in zip(sessions, pendings, strict=True):
+        if pending.index != s.index:
+            raise ValueError(
+                f"pending chunk {pending.index} does not follow the session (at chunk {s.index})"
+            )
+    first = sessions[0]
+    cos, sin = _tables(sessions)
+    noise = torch.cat([seeded_noise(s.seed, s.index, COMMIT_STEP, s._latent_shape) for s in sessions])
+    with computing():
+        ctx = renoise(torch.cat([p.latent for p in pendings]), noise, CONTEXT_T)
+        c = torch.cat(
+            [s._cond(p.condition, p.phase0, CONTEXT_T) for s, p in zip(sessions, pendings, strict=True)]
+        )
+        # Only the keys and values are kept: each chunk's prediction is its pending latent already.
+        kv = first.dit.keys_values(ctx, c, cos, sin, _attend_each(sessions))
+        for i, (s, pending) in enumerate(zip(sessions, pendings, strict=True)):
+            s._take(pending, [(k[i : i + 1], v[i : i + 1]) for k, v in kv], ctx[i : i + 1])
+
+
+def decode_many(codec: Codec, pendings: Sequence[PendingChunk]) -> list[np.ndarray]:
+    """Pixels of chunks, decoded in one batch: (4, 128, 128, 3) uint8 each."""
+    with computing():
+        voice = torch.tensor([p.voice for p in pendings]) if pendings[0].voice else None
+        px = codec.decode(torch.cat([p.latent[:, 0] for p in pendings]), voice)
+    return [to_uint8(frames).numpy() for frames in px]

@@ -4,25 +4,36 @@ Its clock and picture are the shipped model's (24 fps, 4-frame chunks of 128x128
 rollback reaches its session's journal, generation stops between transformer blocks, noise is seeded per
 (seed, chunk, step) so it is deterministic, and a session may start from a reference picture. Its
 exported state is the runtime snapshot's blob (``streaming_model.blobs``), as the story store keeps it.
+
+It batches (``generate_many``, ``commit_many``: ``runtime.generate_many``): several sessions' chunks go
+through the transformer and the decoder as the rows of one batch. Whether each row's frames are then
+byte-identical to the session's alone is checked at warm-up on this machine (``warmup.measure_batching``):
+with bf16 weights on a CPU that computes bf16 they were; fp32 and ``linears=int8`` (whose activations are
+quantised with one scale for the whole batch) are not, and declare ``approximate``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
+import msgspec
 import numpy as np
 
-from .backend import BackendManifest, Capabilities, Pending
+from . import runtime
+from .backend import BackendManifest, BackendSession, Batching, Capabilities, Pending
 from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
 from .manifest import FRAMES_PER_CHUNK, build_manifest
 from .runtime import Generator, PendingChunk, Session, SessionSnapshot
-from .warmup import measure_costs
+from .warmup import measure_batching, measure_costs
 
 JOURNAL = 8
 """Committed chunks a session can roll back."""
+MAX_BATCH = 8
+"""The largest batch measured at warm-up (a model worker may batch more; its costs are extrapolated)."""
 
 
 class TinySession:
@@ -83,21 +94,32 @@ class TinyBackend:
     """The shipped (or any) ``Generator``, warmed up: its costs are measured when it is built."""
 
     def __init__(
-        self, generator: Generator, steps: int = 2, warmup_chunks: int = 4, linears: Linears = "float"
+        self,
+        generator: Generator,
+        steps: int = 2,
+        warmup_chunks: int = 4,
+        linears: Linears = "float",
+        max_batch: int = MAX_BATCH,
     ) -> None:
+        """``max_batch``: the largest batch measured at warm-up; below 2 the backend does not batch."""
         if not 1 <= steps <= 64:
             raise ValueError(f"steps must be in [1, 64], got {steps}")
         self.generator, self.steps = generator, steps
         self.linears = check_linears(linears)
         generator.dit_for(self.linears)  # quantised here, at warm-up, not in a session's first chunk
+        costs = measure_costs(self.open_session(identity=0, seed=0), warmup_chunks)
+        batching: Batching = "none"
+        if max_batch >= 2:
+            batching, batch_p50 = measure_batching(self, max_batch, max(1, warmup_chunks // 2))
+            costs = msgspec.structs.replace(costs, batch_p50_ms=batch_p50)
         capabilities = Capabilities(
             rollback_depth=JOURNAL,
             snapshots="exact",
             interrupt="block",
             deterministic=True,
             reference_image=True,
+            batching=batching,
         )
-        costs = measure_costs(self.open_session(identity=0, seed=0), warmup_chunks)
         self._manifest = BackendManifest(
             name="tiny",
             vocabulary=build_manifest(),
@@ -108,9 +130,9 @@ class TinyBackend:
         )
 
     @classmethod
-    def load(cls, steps: int = 2, linears: Linears = "float") -> TinyBackend:
+    def load(cls, steps: int = 2, linears: Linears = "float", max_batch: int = MAX_BATCH) -> TinyBackend:
         """The shipped weights (``WeightsError`` if missing or corrupt), warmed up."""
-        return cls(Generator.load(), steps, linears=linears)
+        return cls(Generator.load(), steps, linears=linears, max_batch=max_batch)
 
     @property
     def manifest(self) -> BackendManifest:
@@ -126,3 +148,31 @@ class TinyBackend:
                 identity, reference, seed, steps=self.steps, journal=JOURNAL, linears=self.linears
             )
         )
+
+    def generate_many(
+        self,
+        sessions: Sequence[BackendSession],
+        conds: Sequence[ChunkCondition],
+        cancels: Sequence[threading.Event | None],
+    ) -> list[Pending | None]:
+        """Each session's next chunk, denoised as the rows of one batch (``runtime.generate_many``)."""
+        return [*runtime.generate_many([self._own(s) for s in sessions], conds, cancels)]
+
+    def commit_many(
+        self, sessions: Sequence[BackendSession], pendings: Sequence[Pending]
+    ) -> list[np.ndarray]:
+        """Commit each pending chunk to its session in one pass, decode them in one batch: their frames."""
+        own = [self._own(s) for s in sessions]
+        chunks = [p for p in pendings if isinstance(p, PendingChunk)]
+        if len(chunks) != len(pendings):
+            raise ValueError("a pending chunk of another backend")
+        runtime.commit_many(own, chunks)
+        return runtime.decode_many(self.generator.codec, chunks)
+
+    def _own(self, session: BackendSession) -> Session:
+        """The runtime session behind one of this backend's sessions (``ValueError`` for another's)."""
+        if not isinstance(session, TinySession) or session.session.dit is not self.generator.dit_for(
+            self.linears
+        ):
+            raise ValueError("a session of another backend cannot join this one's batch")
+        return session.session

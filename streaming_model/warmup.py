@@ -1,11 +1,13 @@
-"""A backend's costs, measured at warm-up on a throwaway session: what its manifest declares."""
+"""A backend's costs, measured at warm-up on throwaway sessions: what its manifest declares."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from .backend import BackendSession, Costs, percentile_ms
+import numpy as np
+
+from .backend import BackendSession, Batching, BatchingBackend, Costs, percentile_ms
 from .condition import ChunkCondition
 
 WARMUP_ACTIONS = ("idle", "wave", "walk_right", "nod")
@@ -55,3 +57,55 @@ def measure_costs(session: BackendSession, chunks: int = 4, audio_frames: int = 
         first_chunk_ms=round(1000.0 * first_s, 1),
         interrupt_ms=round(1000.0 * max(interrupt_s, 0.0), 1),
     )
+
+
+def measure_batching(
+    backend: BatchingBackend, max_batch: int, rounds: int = 2, audio_frames: int = 4
+) -> tuple[Batching, tuple[float, ...]]:
+    """Whether batches are exact on this machine, and a whole chunk's median time for 1..``max_batch``
+    sessions at once (``Costs.batch_p50_ms``), from throwaway sessions.
+
+    Exactness is checked, not assumed: ``max_batch`` sessions go through one batch and their twins (same
+    seeds) one by one, with a voice, and every frame is compared. Number kernels may sum in
+    another order at another batch size (fp32 matrix-vector products do; bf16 ones on AVX512-BF16 did
+    not), so the answer holds for this machine and this backend's options. Then ``rounds`` timed batches
+    of each size, the sessions' first chunk already behind them."""
+    conds = [
+        ChunkCondition(
+            action=WARMUP_ACTIONS[i % len(WARMUP_ACTIONS)],
+            speaking=True,
+            audio=tuple(0.2 + 0.6 * ((i + j) % 2) for j in range(audio_frames)),
+        )
+        for i in range(max_batch)
+    ]
+    sessions = [backend.open_session(identity=0, seed=i) for i in range(max_batch)]
+    twins = [backend.open_session(identity=0, seed=i) for i in range(max_batch)]
+    exact = True
+    for _ in range(2):
+        batched = _chunk_many(backend, sessions, conds)
+        for twin, cond, frames in zip(twins, conds, batched, strict=True):
+            pending = twin.generate(cond)
+            assert pending is not None  # nothing cancels it
+            exact = exact and np.array_equal(twin.commit(pending), frames)
+    for twin in twins:
+        twin.close()
+    p50: list[float] = []
+    for size in range(1, max_batch + 1):
+        times = []
+        for _ in range(max(rounds, 1)):
+            began = time.perf_counter()
+            _chunk_many(backend, sessions[:size], conds[:size])
+            times.append(time.perf_counter() - began)
+        p50.append(percentile_ms(times, 50))
+    for session in sessions:
+        session.close()
+    return ("exact" if exact else "approximate"), tuple(p50)
+
+
+def _chunk_many(
+    backend: BatchingBackend, sessions: list[BackendSession], conds: list[ChunkCondition]
+) -> list[np.ndarray]:
+    pendings = backend.generate_many(sessions, conds, [None] * len(sessions))
+    ready = [p for p in pendings if p is not None]
+    assert len(ready) == len(sessions)  # nothing cancels them
+    return backend.commit_many(sessions, ready)
