@@ -10,9 +10,9 @@ Every call runs in the worker's thread, in the order made, so opening, prefill, 
 state encoding never hold up the loop (nor other sessions' chunks). Conditions pass the backend's
 fallbacks first (an action it lacks degrades, never raises mid-call). ``produce`` and ``replace`` finish a
 chunk in the same trip to the thread (commit, decode, then the caller's ``finish``, e.g. image encoding),
-and keep the time finishing took (``finish_times``): a chunk cannot be interrupted once denoised. One
-worker serves one session today; its calls name no session-global state, so it can grow a queue per
-session later.
+and keep the time finishing took (``finish_times``): a chunk cannot be interrupted once denoised. This
+worker serves one session on a thread of its own; ``streaming_model.lanes`` serves several on one
+thread, batching their chunks.
 
 ``GeneratorWorker`` is what a session's conductor needs of a worker: this in-process one and a remote one
 (``server.cluster``, a Ray actor) are interchangeable behind it. The chunk steps themselves
@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from .backend import Backend, BackendManifest, BackendSession, apply_fallbacks
+from .busy import BusyMeter
 from .condition import ChunkCondition
 from .runtime import SessionSnapshot
 
@@ -164,6 +165,19 @@ def replace_chunk(
     return out
 
 
+def timed(finish: Callable[[np.ndarray], T], into: deque[float]) -> Callable[[np.ndarray], T]:
+    """``finish`` that appends the seconds each call took to ``into`` (what the caller's finishing, image
+    encoding, say, costs a generator thread)."""
+
+    def call(frames: np.ndarray) -> T:
+        began = time.perf_counter()
+        out = finish(frames)
+        into.append(time.perf_counter() - began)
+        return out
+
+    return call
+
+
 def capture_state(session: BackendSession) -> SessionSnapshot | bytes:
     """The committed state: the tiny model's snapshot as it is, any other backend's as portable bytes."""
     snap = session.snapshot()
@@ -194,6 +208,10 @@ class ModelWorker:
         """Seconds each chunk took from denoised to finished (commit, decode, ``finish``)."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         """Never called: an in-process worker does not move."""
+        self.meter = BusyMeter()
+        """How busy the worker's thread is (``streaming_model.pool.LocalWorkers.load``)."""
+        self.callback_times: deque[float] = deque(maxlen=200)
+        """Seconds each chunk's ``finish`` (the caller's) took."""
         # torch's intra-op thread count is per process: the generator owns one core by default, the other
         # is left to listening, voice, network and the Director.
         self._pool = ThreadPoolExecutor(
@@ -213,8 +231,17 @@ class ModelWorker:
         """The next chunk's index."""
         return self.session.index
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
+
     def _call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        return asyncio.wrap_future(self._pool.submit(fn, *args))
+        return asyncio.wrap_future(self._pool.submit(self._busy, fn, *args))
+
+    def _busy(self, fn: Callable[..., T], *args: Any) -> T:
+        with self.meter.busy():
+            return fn(*args)
 
     async def ready(self) -> None:
         """Wait until the session is open (its errors, such as a bad reference, are raised here)."""
@@ -269,11 +296,13 @@ class ModelWorker:
     def _produce(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
+        finish = timed(finish, self.callback_times)
         return produce_chunk(self.session, self.manifest, cond, cancel, finish, self.finish_times)
 
     def _replace(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
+        finish = timed(finish, self.callback_times)
         return replace_chunk(self.session, self.manifest, cond, cancel, finish, self.finish_times)
 
     def _capture(self) -> SessionSnapshot | bytes:

@@ -1,0 +1,315 @@
+"""Model workers that serve several sessions each: lanes, one thread apiece, batching what falls due together.
+
+    lanes = Lanes(backend, lanes=2)                            # a WorkerPool (streaming_model.pool)
+    worker = await lanes.open(identity=2, seed=7, name="ab12")   # a GeneratorWorker on the emptiest lane
+    jpegs = await worker.produce(cond, cancel, encode)           # as a ModelWorker's
+    lanes.load()                                                 # how busy the lanes are, measured
+
+A lane runs what its sessions ask in the order they ask. Every ``produce`` waiting when its thread comes
+free joins one batch (``BatchingBackend.generate_many`` and ``commit_many``), at most one per session and
+``max_batch`` in all; anything else (opening, replacing, rolling back, snapshots, closing) runs alone
+between batches. Nothing waits for company: a lane that is free takes a lone chunk at once, and batches
+form when chunks come due while it is busy, which is when batching pays. A session's cancel takes it
+out of its batch before the next denoise step (the backend's ``generate_many``); its call still returns
+when the batch is done.
+
+Each session keeps its own backend session, so its own cache, seed and chunk index; where the backend
+declares ``batching = "exact"``, its frames are byte-identical to a lone worker's
+(tests/streaming_model/test_lanes.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from .backend import Backend, BackendManifest, BackendSession, BatchingBackend, apply_fallbacks, can_batch
+from .busy import BusyMeter
+from .condition import ChunkCondition, ConditionError
+from .pool import GeneratorLoad, ThreadLoad, load_of, median_s
+from .runtime import SessionSnapshot
+from .worker import WorkerMoved, capture_state, produce_chunk, replace_chunk, restore_into, timed
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Produce:
+    worker: LaneWorker
+    cond: ChunkCondition
+    cancel: threading.Event
+    finish: Callable[[np.ndarray], Any]
+    future: Future[Any]
+
+
+@dataclass
+class _Call:
+    worker: LaneWorker
+    fn: Callable[[], Any]
+    future: Future[Any]
+
+
+class Lane:
+    """One generator thread and the sessions it serves."""
+
+    def __init__(self, backend: Backend, *, name: str, threads: int, max_batch: int) -> None:
+        self.backend = backend
+        self.manifest = backend.manifest
+        self.batcher: BatchingBackend | None = backend if can_batch(backend) and max_batch > 1 else None
+        self.max_batch = max_batch if self.batcher is not None else 1
+        self.sessions = 0
+        """Sessions on this lane (what ``Lanes.open`` balances)."""
+        self.meter = BusyMeter()
+        self.batches: deque[int] = deque(maxlen=200)
+        """Sizes of the recent batches (1: a chunk alone)."""
+        self.finish_s: deque[float] = deque(maxlen=200)
+        """Seconds each recent chunk's ``finish`` (the caller's, e.g. image encoding) took."""
+        self._jobs: deque[_Produce | _Call | None] = deque()
+        self._ready = threading.Condition()
+        self._threads = threads
+        self._thread = threading.Thread(target=self._run, name=f"lane-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: _Produce | _Call) -> None:
+        """Queue a job (any thread)."""
+        with self._ready:
+            self._jobs.append(job)
+            self._ready.notify()
+
+    def stop(self) -> None:
+        """Finish what is queued, then end the thread (blocks until it has)."""
+        with self._ready:
+            self._jobs.append(None)
+            self._ready.notify()
+        self._thread.join()
+
+    # ------------------------------------------------------------------------------ lane thread
+
+    def _run(self) -> None:
+        # torch's intra-op threads: one per lane, so that lanes run side by side on their own cores.
+        torch.set_num_threads(self._threads)
+        while True:
+            with self._ready:
+                while not self._jobs:
+                    self._ready.wait()
+                jobs = list(self._jobs)
+                self._jobs.clear()
+            if None in jobs:
+                self._serve([job for job in jobs[: jobs.index(None)] if job is not None])
+                return
+            self._serve([job for job in jobs if job is not None])
+
+    def _serve(self, jobs: list[_Produce | _Call]) -> None:
+        """Run jobs in order, consecutive chunks of different sessions as one batch."""
+        batch: list[_Produce] = []
+        for job in jobs:
+            if not job.future.set_running_or_notify_cancel():
+                continue  # its caller went away before it ran
+            if isinstance(job, _Produce):
+                if len(batch) == self.max_batch or any(j.worker is job.worker for j in batch):
+                    self._produce(batch)
+                    batch = []
+                batch.append(job)
+                continue
+            self._produce(batch)
+            batch = []
+            with self.meter.busy():
+                _settle(job.future, job.fn)
+        self._produce(batch)
+
+    def _produce(self, batch: list[_Produce]) -> None:
+        if not batch:
+            return
+        self.batches.append(len(batch))
+        with self.meter.busy():
+            if self.batcher is None or len(batch) == 1:
+                for job in batch:
+                    _settle(job.future, functools.partial(self._alone, job))
+            else:
+                self._together(self.batcher, batch)
+
+    def _alone(self, job: _Produce) -> Any:
+        worker = job.worker
+        finish = timed(job.finish, self.finish_s)
+        return produce_chunk(worker.session, self.manifest, job.cond, job.cancel, finish, worker.finish_times)
+
+    def _together(self, batcher: BatchingBackend, batch: list[_Produce]) -> None:
+        sessions = [job.worker.session for job in batch]
+        try:
+            pendings = batcher.generate_many(
+                sessions,
+                [apply_fallbacks(job.cond, self.manifest) for job in batch],
+                [j.cancel for j in batch],
+            )
+        except ConditionError:
+            # A condition the backend refuses (nothing was generated): each chunk alone, so that the
+            # error is its own session's only.
+            for job in batch:
+                _settle(job.future, functools.partial(self._alone, job))
+            return
+        except Exception as exc:
+            for job in batch:
+                job.future.set_exception(exc)
+            return
+        denoised = time.perf_counter()
+        ready = []
+        for job, pending in zip(batch, pendings, strict=True):
+            if pending is None or job.cancel.is_set():
+                job.future.set_result(None)  # nothing committed, as alone
+            else:
+                ready.append((job, pending))
+        if not ready:
+            return
+        try:
+            frames = batcher.commit_many([job.worker.session for job, _ in ready], [p for _, p in ready])
+        except Exception as exc:
+            for job, _ in ready:
+                job.future.set_exception(exc)
+            return
+        for (job, _), chunk in zip(ready, frames, strict=True):
+            try:
+                out = timed(job.finish, self.finish_s)(chunk)
+            except Exception as exc:
+                job.future.set_exception(exc)
+                continue
+            job.worker.finish_times.append(time.perf_counter() - denoised)
+            job.future.set_result(out)
+
+
+def _settle(future: Future[Any], fn: Callable[[], Any]) -> None:
+    """Run ``fn`` and put its result or exception into ``future``."""
+    try:
+        future.set_result(fn())
+    except BaseException as exc:
+        future.set_exception(exc)
+
+
+class LaneWorker:
+    """One session on a lane: a ``GeneratorWorker`` whose calls run in the lane's thread, in order."""
+
+    def __init__(
+        self,
+        lane: Lane,
+        *,
+        identity: int | None = None,
+        seed: int = 0,
+        reference: np.ndarray | None = None,
+    ) -> None:
+        self.lane = lane
+        self.manifest: BackendManifest = lane.manifest
+        self.seed = seed
+        self.finish_times: deque[float] = deque(maxlen=200)
+        """Seconds each chunk took from denoised to finished (its batch's commit and decode, the finishing
+        of the chunks before it in the batch, its own ``finish``)."""
+        self.on_moved: Callable[[WorkerMoved], None] | None = None
+        """Never called: a session does not leave its lane."""
+        lane.sessions += 1
+        self._opened = self._submit(lambda: lane.backend.open_session(identity, seed, reference))
+        self._closed = False
+
+    @property
+    def session(self) -> BackendSession:
+        """The backend session (waits for it to open: call from the lane's thread or after a call)."""
+        return self._opened.result()
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        self.lane.submit(_Call(self, fn, future))
+        return future
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.wrap_future(self._submit(fn))
+
+    async def ready(self) -> None:
+        """Wait until the session is open (its errors, such as a bad reference, are raised here)."""
+        await asyncio.wrap_future(self._opened)
+
+    async def produce(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """The next chunk, committed and finished, batched with the lane's other chunks waiting with it;
+        None (nothing committed) when ``cancel`` was set before it was denoised."""
+        future: Future[T | None] = Future()
+        self.lane.submit(_Produce(self, cond, cancel, finish, future))
+        return await asyncio.wrap_future(future)
+
+    async def replace(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """The last committed chunk again under ``cond`` (alone); when cancelled, the session as it was."""
+        done = timed(finish, self.lane.finish_s)
+        return await self._call(
+            lambda: replace_chunk(self.session, self.manifest, cond, cancel, done, self.finish_times)
+        )
+
+    async def capture(self) -> SessionSnapshot | bytes:
+        """The committed state now, for the story store."""
+        return await self._call(lambda: capture_state(self.session))
+
+    async def restore_state(self, state: object) -> None:
+        """Continue from a stored state (``SnapshotError`` if it is not one of the backend's)."""
+        await self._call(lambda: restore_into(self.session, state))
+
+    async def close(self) -> None:
+        """Close the session (after its call in flight) and leave the lane. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._call(self._close)
+        finally:
+            self.lane.sessions -= 1
+
+    def _close(self) -> None:
+        if self._opened.exception() is None:  # done: it ran before this call
+            self.session.close()
+
+
+class Lanes:
+    """Sessions' workers on a few shared generator threads (a ``WorkerPool``): each session joins the lane
+    with the fewest sessions; a lane batches its sessions' chunks where the backend batches."""
+
+    def __init__(self, backend: Backend, *, lanes: int = 2, max_batch: int = 8, threads: int = 1) -> None:
+        if lanes < 1 or max_batch < 1:
+            raise ValueError(f"lanes and max_batch must be at least 1, got {lanes} and {max_batch}")
+        self.backend = backend
+        self.lanes = [Lane(backend, name=str(i), threads=threads, max_batch=max_batch) for i in range(lanes)]
+
+    @property
+    def manifest(self) -> BackendManifest:
+        return self.backend.manifest
+
+    def _emptiest(self) -> Lane:
+        return min(self.lanes, key=lambda lane: (lane.sessions, lane.meter.share()))
+
+    async def open(self, *, identity: int, seed: int, name: str) -> LaneWorker:
+        """A worker for a new session on the lane with the fewest sessions (it opens in that lane)."""
+        return LaneWorker(self._emptiest(), identity=identity, seed=seed)
+
+    def load(self, joining: int = 1) -> GeneratorLoad:
+        """How busy the lanes are, measured, and with ``joining`` more sessions."""
+        threads = [
+            ThreadLoad(
+                sessions=lane.sessions,
+                busy=lane.meter.share(),
+                batch=lane.max_batch,
+                finish_s=median_s(lane.finish_s),
+            )
+            for lane in self.lanes
+        ]
+        return load_of(self.manifest, threads, joining)
+
+    async def close(self) -> None:
+        """End the lanes' threads (their sessions are closed by their owners first)."""
+        for lane in self.lanes:
+            await asyncio.to_thread(lane.stop)

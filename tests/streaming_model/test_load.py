@@ -1,0 +1,83 @@
+"""How busy generator threads are (``BusyMeter``) and what a pool says more sessions would do (``load_of``)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from streaming_model.backend import BackendManifest, Capabilities, Costs
+from streaming_model.busy import BusyMeter
+from streaming_model.manifest import build_manifest
+from streaming_model.pool import ThreadLoad, load_of
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_meter_counts_busy_time_inside_its_window_and_work_still_in_progress() -> None:
+    clock = Clock()
+    meter = BusyMeter(window_s=2.0, clock=clock)
+    assert meter.share() == 0.0
+    with meter.busy():
+        clock.t += 0.5
+    clock.t += 0.5
+    assert meter.share() == pytest.approx(0.25)
+    with meter.busy():
+        clock.t += 1.0
+        assert meter.share() == pytest.approx(0.75)  # counted while it runs
+    clock.t += 1.5  # the first span has left the window; the second half remains
+    assert meter.busy_s() == pytest.approx(0.5)
+
+
+MANIFEST = BackendManifest(
+    name="test",
+    vocabulary=build_manifest(),  # a chunk every 1/6 s
+    first_chunk_frames=4,
+    audio_rate=0,
+    capabilities=Capabilities(
+        rollback_depth=1, snapshots="exact", interrupt="block", deterministic=True, reference_image=False
+    ),
+    costs=Costs(
+        chunk_p50_ms=30.0,
+        chunk_p95_ms=35.0,
+        finish_p50_ms=10.0,
+        first_chunk_ms=50.0,
+        interrupt_ms=1.0,
+        batch_p50_ms=(40.0, 60.0, 80.0),
+    ),
+)
+CHUNK_S = MANIFEST.vocabulary.chunk_s
+
+
+def test_batched_costs_come_from_the_measured_sizes_and_grow_past_them_by_the_last_step() -> None:
+    costs = MANIFEST.costs
+    assert [costs.batch_ms(n) for n in range(5)] == [0.0, 40.0, 60.0, 80.0, 100.0]
+    alone = msgspec.structs.replace(costs, batch_p50_ms=())
+    assert [alone.batch_ms(n) for n in range(3)] == [0.0, 40.0, 80.0]  # chunk + finish, one after another
+
+
+def test_a_pool_predicts_from_costs_and_measures_and_adds_newcomers_to_the_emptiest_thread() -> None:
+    idle = [ThreadLoad(sessions=0, busy=0.0, batch=3, finish_s=0.002) for _ in range(2)]
+    one = load_of(MANIFEST, idle, joining=1)
+    assert one.after == pytest.approx((0.040 + 0.002) / CHUNK_S)
+    three = load_of(MANIFEST, idle, joining=3)  # two on one thread, batched: 60 ms, not 80
+    assert three.after == pytest.approx((0.060 + 2 * 0.002) / CHUNK_S)
+    one_by_one = [msgspec.structs.replace(t, batch=1) for t in idle]
+    assert load_of(MANIFEST, one_by_one, joining=3).after == pytest.approx((0.080 + 0.004) / CHUNK_S)
+    # A thread that measures busier than its costs say counts what it measures; newcomers go to the
+    # thread with the fewest sessions, the least busy of those.
+    busy = [
+        ThreadLoad(sessions=1, busy=0.3, batch=3, finish_s=0.0),
+        ThreadLoad(sessions=1, busy=0.1, batch=3, finish_s=0.0),
+    ]
+    load = load_of(MANIFEST, busy, joining=1)
+    assert load.busy == pytest.approx(0.2) and load.predicted == pytest.approx(0.040 / CHUNK_S)
+    step = 0.020 / CHUNK_S  # the second session of a batch
+    assert load.after == pytest.approx(0.040 / CHUNK_S + step)  # the idler thread, its costs above 0.1
+    assert load_of(MANIFEST, busy, joining=2).after == pytest.approx(0.3 + step)
+    assert load_of(MANIFEST, busy, joining=0).after == pytest.approx(0.3)
