@@ -287,6 +287,14 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -
         print(f"| {kind} | {trial.event_id or '-'} | {chunk} | {ms} | {verdict} |")
 
 
+def window_counts(times: np.ndarray, fps: float) -> np.ndarray:
+    """Frames in each whole 1 s window of arrival ``times`` (sorted seconds). Windows start half a frame
+    before a frame is due, so a few ms of jitter does not move frames between neighbouring windows (which
+    would read as 23 fps next to 25)."""
+    edges = np.arange(times[0] - 0.5 / fps, times[-1] - 1.0, 1.0)
+    return np.searchsorted(times, edges + 1.0) - np.searchsorted(times, edges)
+
+
 def timing(received: Received, clock: MediaClock) -> list[str]:
     """On-time chunks (server count and client arrival), 1-second frame-rate windows, lateness."""
     fps = clock.fps
@@ -299,11 +307,7 @@ def timing(received: Received, clock: MediaClock) -> list[str]:
     # The media clock as seen here: the earliest (least delayed) chunk sets where chunk 0 is due.
     due = chunks * clock.chunk_s
     late_ms = (arrival - due - np.min(arrival - due)) * 1000.0
-    times = np.array([f.t for f in video])
-    # Windows start half a frame before a frame is due, so a few ms of jitter does not move frames
-    # between neighbouring windows (which would read as 23 fps next to 25).
-    edges = np.arange(times[0] - 0.5 / fps, times[-1] - 1.0, 1.0)
-    per_window = np.searchsorted(times, edges + 1.0) - np.searchsorted(times, edges)
+    per_window = window_counts(np.array([f.t for f in video]), fps)
     metrics = received.of_type("metrics")
     server_on_time = f"{metrics[-1]['on_time'] * 100:.2f} %" if metrics else "not reported"
     return [

@@ -11,7 +11,8 @@ loop (``serve_client``) over a ``server.connection.Connection``.
 Sessions outlive their connection for ``resume_grace_s``: the client may come back with
 ``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk. A session
 waiting so is paused (it generates nothing, its media clock stops) and does not hold one of the
-``max_sessions`` live slots; at most ``max_waiting_sessions`` wait, and when one more leaves, the session
+live slots (as many as its generators measurably keep real-time, at most ``max_sessions``:
+``server.admission``); at most ``max_waiting_sessions`` wait, and when one more leaves, the session
 that has waited longest is ended.
 """
 
@@ -42,6 +43,7 @@ from server import heap
 from server import protocol as p
 from server.access import Access, HostGate
 from server.adapter import ProtocolAdapter
+from server.admission import Admission
 from server.auth import check_token
 from server.client_voice import CharacterVoice
 from server.connection import Connection
@@ -111,6 +113,8 @@ class OnstageServer:
         """``telemetry`` makes OpenTelemetry spans of the sessions' turns (``server.otel``); None: none."""
         self.factory = factory
         self.limits = limits or Limits()
+        self.admission = Admission(self.limits, factory.workers)
+        """Who gets a live slot: the limits and what the generators measurably keep real-time."""
         self.token_secret = token_secret
         self.access = access or Access()
         self.sessions: dict[str, LiveSession] = {}
@@ -339,15 +343,12 @@ class OnstageServer:
         return await self._go_live(LiveSession(conductor, resume_token=token), started, msg.ref, outbox)
 
     def _admit(self, ref: str | None) -> None:
-        """Refuse, with a fatal ``rate_limited``, a session that would exceed ``max_sessions`` live."""
-        if (live := self.live_count()) >= self.limits.max_sessions:
+        """Refuse, with a fatal ``rate_limited`` saying why, a session the server cannot keep real-time
+        (``server.admission``)."""
+        claimed = len(self.sessions) + self._admitting
+        if (reason := self.admission.refusal(self.live_count(), claimed)) is not None:
             self.stats.refused_total += 1
-            raise p.ProtocolError(
-                p.ErrorCode.RATE_LIMITED,
-                f"server at capacity: {live} live sessions is all it can keep real-time; try again later",
-                ref,
-                fatal=True,
-            )
+            raise p.ProtocolError(p.ErrorCode.RATE_LIMITED, reason, ref, fatal=True)
 
     def _no_slot(self, exc: NoFreeSlot, ref: str | None) -> p.ProtocolError:
         """A fatal ``rate_limited``: the generators (a cluster's slots) are all taken, though this server

@@ -111,6 +111,10 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
             ipaddress.ip_address(address)
         except ValueError:
             raise ValueError(f"ICE address {address!r} is not an IP address") from None
+    if config.lanes < 0 or config.max_batch < 1:
+        raise ValueError(f"lanes must be >= 0 and max_batch >= 1, got {config.lanes} and {config.max_batch}")
+    if not 0.0 < config.limits.generator_busy_max <= 1.0:
+        raise ValueError(f"generator_busy_max must be in (0, 1], got {config.limits.generator_busy_max}")
     if config.backend not in BACKENDS:
         raise ValueError(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
     config.ray.check()
@@ -135,6 +139,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     from server.otel import TurnTelemetry
     from server.sessions import SessionDefaults, SessionFactory, server_turn
     from streaming_model.backends import open_backend
+    from streaming_model.lanes import in_process
     from streaming_model.weights import WeightsError
 
     print(f"onstage: loading the models (backend {config.backend})...", file=sys.stderr)
@@ -143,6 +148,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     try:
         if config.ray.address is None:
             backend = await asyncio.to_thread(open_backend, config.backend, dict(config.backend_options))
+            workers = in_process(backend, config.batching, config.lanes, config.max_batch)
         else:
             workers = await _ray_slots(config)
     except (ValueError, WeightsError, RuntimeError) as exc:

@@ -12,6 +12,7 @@ from server.cluster.settings import ClusterSettings
 from server.limits import Limits
 from server.speech import SpeechConfig, VoiceStart
 from server.webrtc.settings import RtcSettings
+from streaming_model.backend import BatchingChoice
 
 
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -29,6 +30,15 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """The video model behind every session (``streaming_model.backends``): tiny or world."""
     backend_options: dict[str, str] = {}
     """Its options, as ``--backend-option NAME=VALUE`` gives them (``fps = "16"``)."""
+    batching: BatchingChoice = "exact"
+    """How the sessions share the generator (``streaming_model.lanes``): ``exact``, on ``lanes`` threads
+    that batch the chunks falling due together where the backend's batches give each session the frames
+    it gets alone; ``approximate``, wherever the backend batches (frames may differ in their last bits
+    from a lone session's); ``off``, a thread per session, a chunk at a time."""
+    lanes: int = 0
+    """Generator threads the sessions share when batching (0: one per core)."""
+    max_batch: int = 8
+    """The most chunks a lane generates in one batch."""
     limits: Limits = msgspec.field(default_factory=Limits)
     access: Access = msgspec.field(default_factory=Access)
     """Host names and page origins accepted beyond loopback's, and live sessions per token."""

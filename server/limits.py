@@ -16,8 +16,13 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     message_burst: float = 100.0
     audio_realtime_factor: float = 1.5
     audio_burst_s: float = 3.0
-    max_sessions: int = 4
-    """Sessions with a client connected: what the server can keep real-time."""
+    max_sessions: int = 64
+    """Sessions with a client connected, at most: a ceiling. Below it the server admits what its
+    generators measurably keep real-time (``generator_busy_max``, ``server.admission``)."""
+    generator_busy_max: float = 0.85
+    """A new session is admitted only while the generator thread it joins stays at most this busy with
+    it (share of the last seconds spent on chunks, measured, plus what the model's warm-up costs say the
+    session adds)."""
     max_waiting_sessions: int = 4
     """Sessions whose client went away, paused in their resume grace; beyond this many, the one that
     left first is ended. They do not count against ``max_sessions``."""

@@ -107,8 +107,21 @@ class _ServerCollector(Collector):
         )
         yield _gauge("onstage_sessions_live", "Sessions with a client connected.", server.live_count())
         yield _gauge(
-            "onstage_capacity_sessions", "Live sessions this server admits.", server.limits.max_sessions
+            "onstage_capacity_sessions",
+            "Live sessions this server would hold now: what its generators measurably keep real-time.",
+            server.admission.capacity(),
         )
+        if (load := server.admission.load(1)) is not None:
+            yield _gauge(
+                "onstage_generator_busy",
+                "Share of the last seconds the generator threads spent on chunks (mean over threads).",
+                load.busy,
+            )
+            yield _gauge(
+                "onstage_generator_busy_next",
+                "The busiest generator thread's share with one more session (admission's figure).",
+                load.after,
+            )
         yield _counter(
             "onstage_sessions_evicted", "Waiting sessions ended to make room.", stats.evicted_total
         )

@@ -37,6 +37,7 @@ from server.speech import SpeechConfig
 from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
+from streaming_model.lanes import Lanes
 from streaming_model.pool import LocalWorkers, WorkerPool
 from streaming_model.worker import GeneratorWorker
 from streaming_model.world.palette import NUM_IDENTITIES
@@ -90,7 +91,9 @@ class SessionFactory:
         self.hearing = hearing or Hearing()
         self.director = director if director is not None else load_config()
         self.defaults = defaults or SessionDefaults()
-        self.conductor = conductor or ConductorConfig()
+        # Sessions whose chunks a lane batches start on a shared grid, so that their chunks fall due together.
+        batches = isinstance(workers, Lanes) and workers.batching
+        self.conductor = conductor or ConductorConfig(aligned=batches)
         self.ears = ears or EarsConfig(turn=server_turn())
         self.manifest = workers.manifest.vocabulary
         self.story_db = story_db

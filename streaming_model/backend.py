@@ -30,6 +30,9 @@ from .manifest import Manifest
 SnapshotKind = Literal["exact", "approximate", "none"]
 Interrupt = Literal["block", "step", "chunk", "none"]
 Batching = Literal["exact", "approximate", "none"]
+BatchingChoice = Literal["off", "exact", "approximate"]
+"""How far a server lets its sessions' chunks be batched: not at all, only where each session's frames stay
+byte-identical to its frames alone, or wherever the backend batches."""
 
 
 class Capabilities(msgspec.Struct, frozen=True, kw_only=True):

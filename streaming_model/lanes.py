@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
 import time
 from collections import deque
@@ -33,10 +34,18 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from .backend import Backend, BackendManifest, BackendSession, BatchingBackend, apply_fallbacks, can_batch
+from .backend import (
+    Backend,
+    BackendManifest,
+    BackendSession,
+    BatchingBackend,
+    BatchingChoice,
+    apply_fallbacks,
+    can_batch,
+)
 from .busy import BusyMeter
 from .condition import ChunkCondition, ConditionError
-from .pool import GeneratorLoad, ThreadLoad, load_of, median_s
+from .pool import GeneratorLoad, LocalWorkers, ThreadLoad, load_of, median_s
 from .runtime import SessionSnapshot
 from .worker import WorkerMoved, capture_state, produce_chunk, replace_chunk, restore_into, timed
 
@@ -284,6 +293,8 @@ class Lanes:
             raise ValueError(f"lanes and max_batch must be at least 1, got {lanes} and {max_batch}")
         self.backend = backend
         self.lanes = [Lane(backend, name=str(i), threads=threads, max_batch=max_batch) for i in range(lanes)]
+        self.batching = self.lanes[0].max_batch > 1
+        """Whether the lanes batch (the backend batches, and ``max_batch`` allows it)."""
 
     @property
     def manifest(self) -> BackendManifest:
@@ -313,3 +324,16 @@ class Lanes:
         """End the lanes' threads (their sessions are closed by their owners first)."""
         for lane in self.lanes:
             await asyncio.to_thread(lane.stop)
+
+
+def in_process(
+    backend: Backend, batching: BatchingChoice = "exact", lanes: int = 0, max_batch: int = 8
+) -> Lanes | LocalWorkers:
+    """The sessions' workers in this process: lanes that batch where the backend's batches are as exact
+    as ``batching`` accepts (``exact``: frames byte-identical to a lone session's; ``approximate``: any
+    batches), else a thread per session as before batching (``off``, or a backend that cannot batch so).
+    ``lanes``: generator threads (0: one per core)."""
+    declared = backend.manifest.capabilities.batching
+    if batching == "off" or declared == "none" or (declared == "approximate" and batching == "exact"):
+        return LocalWorkers(backend)
+    return Lanes(backend, lanes=lanes or os.cpu_count() or 1, max_batch=max_batch)

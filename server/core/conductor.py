@@ -102,6 +102,10 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     times the typical chunk time."""
     jpeg_quality: int = 85
     metrics_every_s: float = 1.0
+    aligned: bool = False
+    """Send chunks on a grid of whole chunks every aligned session of the process shares
+    (``ChunkSchedule``): their chunks fall due together, so a batching generator makes one batch of them.
+    A session starts (and resumes) up to a chunk later for it."""
 
 
 class Conductor:
@@ -143,6 +147,7 @@ class Conductor:
             redirect_margin=self.config.redirect_margin,
             finish_times=worker.finish_times,
             clock=clock,
+            aligned=self.config.aligned,
         )
         self.media = MediaOut(
             session_id,

@@ -14,6 +14,7 @@ scheduling decisions are tested deterministically rather than with sleeps.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -72,8 +73,13 @@ class ChunkSchedule:
         redirect_margin: float,
         finish_times: deque[float],
         clock: Clock | None = None,
+        aligned: bool = False,
     ) -> None:
+        """``aligned``: the media clock starts (and resumes) on the grid of whole chunks of the session
+        clock, the grid every aligned session of a process shares, so that their chunks fall due
+        together and a batching generator takes them as one batch."""
         self.media = media
+        self.aligned = aligned
         self.lead_chunks = lead_chunks
         self.redirect = redirect
         self.redirect_margin = redirect_margin
@@ -85,8 +91,15 @@ class ChunkSchedule:
         self._left_at: float | None = None
 
     def begin(self, delay_s: float) -> None:
-        """The session's first chunk is sent ``delay_s`` from now."""
-        self._t0 = self.clock.time() + delay_s
+        """The session's first chunk is sent ``delay_s`` from now (aligned: on the grid's next chunk
+        boundary from then on)."""
+        self._t0 = self._on_grid(self.clock.time() + delay_s)
+
+    def _on_grid(self, t: float) -> float:
+        if not self.aligned:
+            return t
+        chunk = self.media.chunk_s
+        return math.ceil(t / chunk - 1e-9) * chunk
 
     def now(self) -> float:
         return self.clock.time()
@@ -116,13 +129,13 @@ class ChunkSchedule:
     def resume(self) -> None:
         """The client is back: the media clock goes on from where it stopped."""
         if self._left_at is not None:
-            self._t0 += self.clock.time() - self._left_at
+            self._t0 = self._on_grid(self._t0 + self.clock.time() - self._left_at)
             self._left_at = None
 
     def delay(self, seconds: float) -> None:
         """The media clock waits ``seconds`` (the generator froze: its worker died and it moved), so the
         frames after the freeze keep their pace instead of coming late in a burst."""
-        self._t0 += seconds
+        self._t0 = self._on_grid(self._t0 + seconds)
 
     def typical(self) -> float:
         """Typical seconds to generate, commit, decode and encode one chunk."""

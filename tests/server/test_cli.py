@@ -133,3 +133,22 @@ def test_serve_takes_ray_from_the_flag_or_the_config_file_and_names_a_bad_settin
     toml.write_text('[server.ray]\naddress = "local"\nsessions_per_slot = 0\n')
     assert main(["serve", "--config", str(toml)]) == 2
     assert "ray setting sessions_per_slot must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_serve_takes_how_sessions_share_the_generator_and_names_a_bad_setting(tmp_path, capsys) -> None:
+    from server.cli import build_parser, serve_config
+
+    default = serve_config(build_parser().parse_args(["serve"]))
+    assert (default.batching, default.lanes, default.max_batch) == ("exact", 0, 8)
+    toml = tmp_path / "onstage.toml"
+    toml.write_text('[server]\nbatching = "off"\nlanes = 3\n[server.limits]\ngenerator_busy_max = 0.7\n')
+    config = serve_config(build_parser().parse_args(["serve", "--config", str(toml)]))
+    assert (config.batching, config.lanes, config.limits.generator_busy_max) == ("off", 3, 0.7)
+    for bad, says in (
+        ('[server]\nbatching = "sometimes"\n', "batching"),
+        ("[server]\nmax_batch = 0\n", "lanes must be >= 0 and max_batch >= 1, got 0 and 0"),
+        ("[server.limits]\ngenerator_busy_max = 1.5\n", "generator_busy_max must be in (0, 1], got 1.5"),
+    ):
+        toml.write_text(bad)
+        assert main(["serve", "--config", str(toml)]) == 2
+        assert says in capsys.readouterr().err

@@ -103,7 +103,7 @@ async def test_a_session_cancelled_in_a_batch_commits_nothing_and_a_refused_cond
         ],
     )
     assert got[0] is None and isinstance(got[1], ConditionError) and isinstance(got[2], np.ndarray)
-    assert [(await w.capture()).index for w in workers] == [1, 0, 0, 1]  # type: ignore[union-attr]
+    assert [(await w.capture()).index for w in workers] == [1, 0, 0, 1]
     for worker in workers:
         await worker.close()
 
@@ -125,7 +125,7 @@ async def test_a_sessions_calls_keep_their_order_between_batches(one_lane: Lanes
     )
     assert np.array_equal(again[0], again[2])  # type: ignore[arg-type]
     assert not np.array_equal(again[2], again[3])  # type: ignore[arg-type]
-    assert (await worker.capture()).index == 2  # type: ignore[union-attr]
+    assert (await worker.capture()).index == 2
     assert first is not None
     await worker.close()
     await other.close()

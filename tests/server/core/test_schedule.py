@@ -14,7 +14,9 @@ from tests.support.clock import VirtualClock
 MEDIA = MediaClock(fps=16, chunk_frames=12)  # 0.75 s chunks: nothing here is the tiny model's 24 fps
 
 
-def schedule(clock: VirtualClock, finish: deque[float] | None = None, lead: float = 1.0) -> ChunkSchedule:
+def schedule(
+    clock: VirtualClock, finish: deque[float] | None = None, lead: float = 1.0, aligned: bool = False
+) -> ChunkSchedule:
     return ChunkSchedule(
         MEDIA,
         lead_chunks=lead,
@@ -22,6 +24,7 @@ def schedule(clock: VirtualClock, finish: deque[float] | None = None, lead: floa
         redirect_margin=1.25,
         finish_times=finish if finish is not None else deque(),
         clock=clock,
+        aligned=aligned,
     )
 
 
@@ -59,6 +62,31 @@ def test_a_generator_freeze_delays_the_media_clock_by_its_length() -> None:
     before = (s.send_at(10), s.frame_at(41), s.start_at(10))
     s.delay(0.6)
     assert (s.send_at(10), s.frame_at(41), s.start_at(10)) == pytest.approx(tuple(t + 0.6 for t in before))
+
+
+def test_aligned_sessions_started_apart_send_and_start_their_chunks_together() -> None:
+    def chunks_apart(a: float, b: float) -> float:
+        return (b - a) / MEDIA.chunk_s
+
+    clock = VirtualClock(100.1)
+    first = schedule(clock, aligned=True)
+    first.begin(0.3)
+    assert first.send_at(0) == pytest.approx(100.5)  # the grid's next boundary: 134 chunks of 0.75 s
+    clock.advance(clock.t + 0.4)
+    second = schedule(clock, aligned=True)
+    second.begin(0.3)
+    assert second.send_at(0) == pytest.approx(101.25)
+    assert second.start_at(3) == pytest.approx(first.start_at(4))  # in step: one batch for both
+    clock.advance(clock.t + 1.0)
+    second.pause()
+    clock.advance(clock.t + 1.1)
+    second.resume()  # back on the grid: at most a chunk later than the time away alone would say
+    apart = chunks_apart(first.send_at(0), second.send_at(0))
+    assert apart == pytest.approx(round(apart))
+    assert 1.1 <= second.send_at(0) - 101.25 < 1.1 + MEDIA.chunk_s
+    unaligned = schedule(clock)
+    unaligned.begin(0.3)
+    assert unaligned.send_at(0) == pytest.approx(clock.time() + 0.3)
 
 
 def test_a_redo_is_tried_only_while_the_time_left_exceeds_the_margin_times_the_typical_chunk() -> None:

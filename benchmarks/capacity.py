@@ -1,0 +1,305 @@
+"""How many sessions at once this machine keeps in real time: N sessions against a real ``onstage serve``,
+N = 1, 2, ... until one of them falls below real time.
+
+    .venv/bin/python benchmarks/capacity.py --mix gestures                   # N = 1, 2, ... to the first failure
+    .venv/bin/python benchmarks/capacity.py --mix talking --sizes 4 5 6      # these N only, each of them
+    .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'batching = "off"'
+    .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'backend_options = {steps = "1"}'
+
+One server (``benchmarks/served.py``, its own process) per run; for each N, N sessions are started one
+after another at random moments (users do not arrive in step with the media clock, so their chunks fall
+due at random phases), left ``--settle`` seconds, then measured for ``--seconds``, then closed.
+
+Mixes:
+- ``gestures``: each client sends a gesture every 2.5-3.5 s (past the reflexes' 2 s cooldown) and streams
+  no audio;
+- ``talking``: each client's microphone streams in real time (20 ms frames of room noise) and asks a
+  spoken question (Piper speech) every few seconds once the last answer has been heard out; the server
+  transcribes it, its Director asks a local chat-completions endpoint (``tests/support/llm_server.py``,
+  in this process, answering at once with a spoken reply) and the character answers with its voice.
+
+Judged per session over the measured window, as the issue's goal puts it: on time (the server's own count
+of chunks ready for their send, from ``/metrics``), the share of 1 s windows with at least fps - 0.5
+frames at the client (23.5 at 24 fps), and reaction (input sent, or speech started, to the first frame
+reflecting it) p50 / p99. A session is real-time with >= 99.9 % on time and >= 99.5 % of windows full.
+Also, from ``/metrics`` at the end of each window: how busy the server measures its generator threads,
+and the share one more session would take the busiest to (what admission compares with
+``generator_busy_max``; admission itself is lifted here, so that every N is tried).
+The clients run in this process on the same two cores: their work counts against the server's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import uvloop
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout first, for tests.support
+
+from reaction import window_counts
+from served import served, session_url
+from voice_to_voice import QUESTIONS, Microphone, answer
+
+from server.client import SessionClient
+from server.demo_audio import speech
+from tests.support.llm_server import LLMServer
+
+GESTURES = ("wave", "thumbs_up", "point", "raise_hand", "nod")
+ON_TIME, WINDOWS = 0.999, 0.995
+"""A session is real-time with at least this share of chunks on time and of full 1 s windows."""
+
+
+@dataclass
+class Session:
+    """One client and what it measured."""
+
+    index: int
+    client: SessionClient
+    session_id: str = ""
+    reactions: list[float] = field(default_factory=list)
+    inputs: int = 0
+    answered: int = 0  # talking: answers heard out
+    counters: dict[str, tuple[float, float]] = field(default_factory=dict)  # window start, end
+
+    def on_time(self) -> float:
+        (sent0, sent1), (ok0, ok1) = self.counters["chunks_sent"], self.counters["chunks_on_time"]
+        return (ok1 - ok0) / max(1.0, sent1 - sent0)
+
+
+def scrape(base: str) -> dict[str, dict[str, float]]:
+    """``/metrics`` as {sample name: {session id or "": value}} (blocking: call in a thread)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[sample.labels.get("session", "")] = sample.value
+    return out
+
+
+async def gestures(s: Session, rng: random.Random, stop: asyncio.Event) -> None:
+    """A gesture every 2.5-3.5 s; the reaction to each."""
+    client = s.client
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), rng.uniform(2.5, 3.5))
+        if stop.is_set():
+            return
+        ref = f"g{s.inputs}"
+        since = len(client.received.messages)
+        sent = await client.send({"type": "input.gesture", "gesture": rng.choice(GESTURES), "ref": ref})
+        s.inputs += 1
+        with contextlib.suppress(TimeoutError):
+            accepted = await client.wait_for(
+                lambda m, ref=ref: m.get("type") == "input.accepted" and m.get("ref") == ref, 5, since
+            )
+            frame = await client.wait_frame(
+                lambda f, e=accepted["event_id"]: e in f.header.get("reflects", ()), timeout=5
+            )
+            s.reactions.append(frame.t - sent)
+
+
+async def talking(s: Session, rng: random.Random, stop: asyncio.Event, questions: list[np.ndarray]) -> None:
+    """Room noise, and a question every few seconds once the last answer has been heard out; the reaction
+    to each question's start (its ``input.speech_started``)."""
+    client = s.client
+    mic = Microphone(client, seed=s.index)
+    streaming = asyncio.create_task(mic.run())
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), rng.uniform(1.0, 3.0))
+            if stop.is_set():
+                return
+            question = rng.choice(questions)
+            start = mic.sent + mic.queued.size  # the question's first sample
+            since = len(client.received.messages)
+            await mic.say(question)
+            s.inputs += 1
+            began = mic.time_of(start)
+            with contextlib.suppress(TimeoutError):
+                heard = await client.wait_for(
+                    lambda m, ms=start / 16.0: (
+                        m.get("type") == "input.speech_started" and m["audio_ms"] >= ms - 100
+                    ),
+                    5,
+                    since,
+                )
+                frame = client.received.first_reflecting(heard["event_id"]) or await client.wait_frame(
+                    lambda f, e=heard["event_id"]: e in f.header.get("reflects", ()), timeout=5
+                )
+                s.reactions.append(frame.t - began)
+            with contextlib.suppress(TimeoutError):
+                await client.wait_for(
+                    lambda m: m.get("type") == "character.speech" and m.get("state") == "ended", 20, since
+                )
+                s.answered += 1
+    finally:
+        streaming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await streaming
+
+
+@dataclass
+class Round:
+    """One N: its sessions and the server's figures at the end of the window."""
+
+    n: int
+    sessions: list[Session]
+    windows: list[float]
+    busy: float
+    busy_next: float
+
+    def real_time(self) -> list[bool]:
+        return [
+            s.on_time() >= ON_TIME and w >= WINDOWS for s, w in zip(self.sessions, self.windows, strict=True)
+        ]
+
+
+async def one_round(base: str, n: int, args: argparse.Namespace, questions: list[np.ndarray]) -> Round:
+    rng = random.Random(args.seed * 1000 + n)
+    url = session_url(base)
+    stop = asyncio.Event()
+    sessions: list[Session] = []
+    drivers: list[asyncio.Task[None]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        for i in range(n):
+            await asyncio.sleep(rng.uniform(0.2, 1.0))  # a random phase against the others' chunks
+            client = await stack.enter_async_context(SessionClient(url))
+            s = Session(i, client)
+            director = "llm" if args.mix == "talking" else "script"
+            s.session_id = (await client.start(seed=args.seed + i, director=director))["session_id"]
+            sessions.append(s)
+            driver = talking(s, rng, stop, questions) if args.mix == "talking" else gestures(s, rng, stop)
+            drivers.append(asyncio.create_task(driver))
+        await asyncio.sleep(args.settle)
+        before = await asyncio.to_thread(scrape, base)
+        t0 = time.monotonic()
+        marks = [(len(s.reactions), len(s.client.received.video)) for s in sessions]
+        await asyncio.sleep(args.seconds)
+        after = await asyncio.to_thread(scrape, base)
+        t1 = time.monotonic()
+        stop.set()
+        await asyncio.gather(*drivers, return_exceptions=True)
+    windows = []
+    for s, (reacted, seen) in zip(sessions, marks, strict=True):
+        s.reactions = s.reactions[reacted:]
+        for name in ("chunks_sent", "chunks_on_time"):
+            key = f"onstage_session_{name}_total"
+            s.counters[name] = (before[key].get(s.session_id, 0.0), after[key].get(s.session_id, 0.0))
+        times = np.array([f.t for f in s.client.received.video[seen:] if t0 <= f.t <= t1])
+        counts = window_counts(times, args.fps) if times.size > 1 else np.zeros(1)
+        windows.append(float(np.mean(counts >= args.fps - 0.5)) if counts.size else 0.0)
+    await until_gone(base)
+    return Round(
+        n,
+        sessions,
+        windows,
+        after.get("onstage_generator_busy", {}).get("", float("nan")),
+        after.get("onstage_generator_busy_next", {}).get("", float("nan")),
+    )
+
+
+async def until_gone(base: str, timeout: float = 30.0) -> None:
+    """Wait until the server holds no session (the last round's are past their resume grace)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not (await asyncio.to_thread(scrape, base))["onstage_sessions"].get("", 0.0):
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("the last round's sessions did not end")
+
+
+def ms(values: list[float], q: float) -> str:
+    return f"{1000 * float(np.percentile(values, q)):.0f}" if values else "-"
+
+
+def row(r: Round) -> str:
+    ok = r.real_time()
+    on_time = [s.on_time() for s in r.sessions]
+    reactions = [x for s in r.sessions for x in s.reactions]
+    worst_p99 = max((float(np.percentile(s.reactions, 99)) for s in r.sessions if s.reactions), default=0.0)
+    inputs = sum(s.inputs for s in r.sessions)
+    answered = f" / {sum(s.answered for s in r.sessions)}" if any(s.answered for s in r.sessions) else ""
+    return (
+        f"| {r.n} | {sum(ok)}/{r.n} | {100 * min(on_time):.2f} % | {100 * min(r.windows):.1f} % "
+        f"| {ms(reactions, 50)} / {ms(reactions, 99)} | {1000 * worst_p99:.0f} | {len(reactions)}{answered} / {inputs} "
+        f"| {100 * r.busy:.0f} % | {100 * r.busy_next:.0f} % |"
+    )
+
+
+def details(r: Round) -> str:
+    parts = [
+        f"s{s.index}: {100 * s.on_time():.1f} % on time, {100 * w:.0f} % windows, "
+        f"reaction {ms(s.reactions, 50)}/{ms(s.reactions, 99)} ms"
+        for s, w in zip(r.sessions, r.windows, strict=True)
+    ]
+    return f"N = {r.n}: " + "; ".join(parts)
+
+
+async def main(args: argparse.Namespace) -> None:
+    questions = [speech(q, sampling_noise=False) for q in QUESTIONS] if args.mix == "talking" else []
+    async with LLMServer(default=answer) as llm:
+        # Only talking sessions have a Director: gesture sessions follow the scripted plan.
+        director = f'base_url = "{llm.base_url}"\napi_key = "bench"\nmodel = "bench"'
+        config = f"""
+[server]
+{args.server_toml}
+
+[server.limits]
+max_sessions = 64
+generator_busy_max = 1.0
+resume_grace_s = 0.2
+
+[director]
+{director if args.mix == "talking" else ""}
+"""
+        async with served(config) as base:
+            sizes = args.sizes or range(1, 65)
+            load = os.getloadavg()[0]
+            print(
+                f"## {args.mix}: N sessions at once (server: {' '.join(args.server_toml.split()) or 'defaults'}; "
+                f"{args.settle:g} s settling, {args.seconds:g} s measured per N; seed {args.seed}; "
+                f"load {load:.2f} at the start)\n"
+            )
+            print(
+                "| N | real-time | on time (worst) | 1 s windows >= 23.5 fps (worst) | reaction p50 / p99 ms "
+                "| worst session's p99 ms | reactions / inputs | generator busy | the busiest with one more |"
+            )
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            notes = []
+            for n in sizes:
+                r = await one_round(base, n, args, questions)
+                print(row(r), flush=True)
+                notes.append(details(r))
+                if not args.sizes and not all(r.real_time()):
+                    break
+            print(f"\nLoad {os.getloadavg()[0]:.2f} at the end. Per session:\n")
+            print("\n".join(f"- {note}" for note in notes))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mix", choices=("gestures", "talking"), default="gestures")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="the N to try (default 1, 2, ... to the first failure)"
+    )
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per N")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds after the last session started")
+    parser.add_argument("--server-toml", default="", help="lines of the server's [server] table")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--fps", type=float, default=24.0)
+    uvloop.run(main(parser.parse_args()))

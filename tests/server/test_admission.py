@@ -1,0 +1,84 @@
+"""Admission from measurement, against a real server: sessions are admitted while the generator thread a
+new one joins stays under ``generator_busy_max`` (its measured load, or the model's warm-up costs for its
+sessions when higher, plus what the newcomer adds); a refusal is a fatal ``rate_limited`` that says why,
+with the figures; a storm of starts cannot overfill; a session that leaves makes room again.
+
+The limits are set from the pool's own figures (the shipped model's costs measured at this run's warm-up),
+so what is admitted does not depend on how fast this machine is; a busier machine only measures busier."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from server.client import SessionClient
+from server.limits import Limits
+from server.sessions import SessionFactory
+from streaming_model.lanes import Lanes
+from tests.support.serving import serving, until
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@contextlib.asynccontextmanager
+async def on_one_lane(factory: SessionFactory) -> AsyncIterator[tuple[SessionFactory, Lanes]]:
+    """``factory``'s models with every session's generator on one batching lane."""
+    assert factory.backend is not None
+    lanes = Lanes(factory.backend, lanes=1, max_batch=8)
+    try:
+        batching = SessionFactory(factory.backend, factory.voice, factory.hearing, workers=lanes)
+        assert batching.conductor.aligned  # chunks in step, so that they make one batch
+        yield batching, lanes
+    finally:
+        await lanes.close()
+
+
+async def test_a_session_past_what_the_generator_keeps_real_time_is_refused_saying_why(factory) -> None:
+    async with on_one_lane(factory) as (lanes_factory, lanes):
+        # Room for one session by the model's own costs, not for a second one.
+        limit = lanes.load(1).after * 1.2
+        assert lanes.load(2).after > limit
+        limits = Limits(max_sessions=8, generator_busy_max=limit, resume_grace_s=0.1)
+        async with serving(lanes_factory, limits) as (srv, url):
+            async with SessionClient(url) as first:
+                await first.start(seed=1)
+                await first.wait_frame(lambda f: f.header["chunk"] >= 3, timeout=30)
+                assert srv.admission.capacity() == 1
+                async with SessionClient(url) as second:
+                    with pytest.raises(RuntimeError) as refused:
+                        await second.start(seed=2)
+            message = str(refused.value)
+            assert "rate_limited" in message and "'fatal': True" in message
+            assert "server at capacity" in message and "busy" in message and f"{limit:.0%}" in message
+            assert srv.stats.refused_total == 1
+            # The first session gone and its work out of the measured window, a newcomer is admitted.
+            await until(lambda: lanes.load(0).sessions == 0 and lanes.load(1).after <= limit, timeout=20)
+            async with SessionClient(url) as third:
+                await third.start(seed=3)
+                await third.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+
+
+async def test_a_storm_of_starts_is_admitted_as_far_as_the_costs_allow_and_no_further(factory) -> None:
+    async with on_one_lane(factory) as (lanes_factory, lanes):
+        # Two sessions' batched chunks fit, three do not (halfway between: room for their images' encoding).
+        limit = (lanes.load(2).after + lanes.load(3).after) / 2
+        limits = Limits(max_sessions=8, generator_busy_max=limit, resume_grace_s=0.1)
+        async with serving(lanes_factory, limits) as (srv, url):
+            assert srv.admission.capacity() == 2
+            clients = [SessionClient(url) for _ in range(6)]
+            async with contextlib.AsyncExitStack() as stack:
+                for client in clients:
+                    await stack.enter_async_context(client)
+                answers = await asyncio.gather(
+                    *(c.start(seed=i) for i, c in enumerate(clients)), return_exceptions=True
+                )
+                admitted = [c for c, a in zip(clients, answers, strict=True) if isinstance(a, dict)]
+                refused = [a for a in answers if isinstance(a, RuntimeError)]
+                assert len(admitted) == 2 and len(refused) == 4
+                assert all("server at capacity" in str(a) for a in refused)
+                for client in admitted:
+                    await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+                assert lanes.load(0).sessions == 2
