@@ -3,12 +3,14 @@ N = 1, 2, ... until one of them falls below real time.
 
     .venv/bin/python benchmarks/capacity.py --mix gestures                   # N = 1, 2, ... to the first failure
     .venv/bin/python benchmarks/capacity.py --mix talking --sizes 4 5 6      # these N only, each of them
-    .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'batching = "off"'
-    .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'backend_options = {steps = "1"}'
+    .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'batching = "off"' \
+        --candidate-server-toml '' --candidate-server-toml 'backend_options = {steps = "1"}'
 
-One server (``benchmarks/served.py``, its own process) per run; for each N, N sessions are started one
-after another at random moments (users do not arrive in step with the media clock, so their chunks fall
-due at random phases), left ``--settle`` seconds, then measured for ``--seconds``, then closed.
+One server (``benchmarks/served.py``, its own process) per configuration, all started up front; for each
+N, each configuration in turn gets N sessions, started one after another at random moments (users do not
+arrive in step with the media clock), left ``--settle`` seconds, measured for ``--seconds``, then closed:
+a change in the machine's speed (it is shared) falls on every configuration alike. Without ``--sizes``,
+a configuration stops after its first N that fails, the run after every one has.
 
 Mixes:
 - ``gestures``: each client sends a gesture every 2.5-3.5 s (past the reflexes' 2 s cooldown) and streams
@@ -248,14 +250,27 @@ def details(r: Round) -> str:
     return f"N = {r.n}: " + "; ".join(parts)
 
 
+HEADER = (
+    "| N | real-time | on time (worst) | 1 s windows >= 23.5 fps (worst) | reaction p50 / p99 ms "
+    "| worst session's p99 ms | reactions / inputs | generator busy | the busiest with one more |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
 async def main(args: argparse.Namespace) -> None:
+    """Every N in turn, each configuration in turn within it; a table per configuration."""
     questions = [speech(q, sampling_noise=False) for q in QUESTIONS] if args.mix == "talking" else []
-    async with LLMServer(default=answer) as llm:
+    configs = [args.server_toml, *args.candidate_server_toml]
+    names = [" ".join(c.split()) or "defaults" for c in configs]
+    rounds: list[list[Round]] = [[] for _ in configs]
+    async with LLMServer(default=answer) as llm, contextlib.AsyncExitStack() as stack:
         # Only talking sessions have a Director: gesture sessions follow the scripted plan.
         director = f'base_url = "{llm.base_url}"\napi_key = "bench"\nmodel = "bench"'
-        config = f"""
+        bases = []
+        for server_toml in configs:
+            config = f"""
 [server]
-{args.server_toml}
+{server_toml}
 
 [server.limits]
 max_sessions = 64
@@ -265,28 +280,28 @@ resume_grace_s = 0.2
 [director]
 {director if args.mix == "talking" else ""}
 """
-        async with served(config) as base:
-            sizes = args.sizes or range(1, 65)
-            load = os.getloadavg()[0]
-            print(
-                f"## {args.mix}: N sessions at once (server: {' '.join(args.server_toml.split()) or 'defaults'}; "
-                f"{args.settle:g} s settling, {args.seconds:g} s measured per N; seed {args.seed}; "
-                f"load {load:.2f} at the start)\n"
-            )
-            print(
-                "| N | real-time | on time (worst) | 1 s windows >= 23.5 fps (worst) | reaction p50 / p99 ms "
-                "| worst session's p99 ms | reactions / inputs | generator busy | the busiest with one more |"
-            )
-            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            notes = []
-            for n in sizes:
+            bases.append(await stack.enter_async_context(served(config)))
+        load = os.getloadavg()[0]
+        for n in args.sizes or range(1, 65):
+            for i, base in enumerate(bases):
+                if not args.sizes and rounds[i] and not all(rounds[i][-1].real_time()):
+                    continue  # this configuration failed at a smaller N
                 r = await one_round(base, n, args, questions)
-                print(row(r), flush=True)
-                notes.append(details(r))
-                if not args.sizes and not all(r.real_time()):
-                    break
-            print(f"\nLoad {os.getloadavg()[0]:.2f} at the end. Per session:\n")
-            print("\n".join(f"- {note}" for note in notes))
+                rounds[i].append(r)
+                print(f"{names[i]}: {row(r)}", file=sys.stderr, flush=True)
+            if not args.sizes and all(rs and not all(rs[-1].real_time()) for rs in rounds):
+                break
+    for name, rs in zip(names, rounds, strict=True):
+        print(
+            f"## {args.mix}: N sessions at once (server: {name}; {args.settle:g} s settling, "
+            f"{args.seconds:g} s measured per N; seed {args.seed}; configurations in turn per N; load "
+            f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)\n"
+        )
+        print(HEADER)
+        print("\n".join(row(r) for r in rs))
+        print("\nPer session:\n")
+        print("\n".join(f"- {details(r)}" for r in rs))
+        print()
 
 
 if __name__ == "__main__":
@@ -300,6 +315,12 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per N")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after the last session started")
     parser.add_argument("--server-toml", default="", help="lines of the server's [server] table")
+    parser.add_argument(
+        "--candidate-server-toml",
+        action="append",
+        default=[],
+        help="another server's [server] lines (repeatable): every N runs on each server in turn",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fps", type=float, default=24.0)
     uvloop.run(main(parser.parse_args()))
