@@ -83,6 +83,7 @@ class Decider:
         With ``voice_start = "next_chunk"`` (the default) speech cued in chunk m starts sounding with
         chunk m+1: synthesis then has a whole chunk to get its first sentence ready, and what the mouth
         does never depends on how fast synthesis happened to be (the same inputs give the same frames).
+        The rest of open speech (``speech_extend``) whose voice ran out waits for chunk m+1 the same way.
         With ``"when_ready"`` it may start as early as chunk m's first frame: it sounds from the first
         frame not yet sent once its first audio is ready, and chunks decided before that keep the mouth
         closed. The first sound comes up to a chunk and a synthesis sooner, but where speech starts (and
@@ -91,11 +92,11 @@ class Decider:
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame() + 1, speech_id)
         now = self.player.config.start == "when_ready"
+        start = self.media.first_frame(m if now else m + 1)
         for cue in out.speech_start:
-            start = self.media.first_frame(m if now else m + 1)
             self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=not now)
         for cue in out.speech_extend:
-            self.player.extend(cue, self.media.first_frame(m))
+            self.player.extend(cue, start)
         envelope = await self.player.envelope(m)
         if envelope is not None:
             speaking = self.player.sounding(m)
