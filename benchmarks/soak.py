@@ -147,6 +147,7 @@ def answered(client: SessionClient, ids: list[str]) -> Counter[str]:
             out["told why not"] += 1
         else:
             out["unanswered"] += 1
+            print(f"unanswered: {event_id}", file=sys.stderr)
     return out
 
 
@@ -165,6 +166,7 @@ async def main(args: argparse.Namespace) -> None:
             config = f"""
 [server]
 story_db = "{db}"
+{args.server_toml}
 
 [director]
 base_url = "{llm.base_url}"
@@ -239,4 +241,9 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--rewind-s", type=float, default=90.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--server-toml",
+        default="",
+        help="lines for the [server] table, e.g. 'backend_options = {steps = \"1\"}'",
+    )
     uvloop.run(main(parser.parse_args()))

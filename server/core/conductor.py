@@ -67,9 +67,10 @@ from server.core.decider import Decider, Redecision
 from server.core.media_out import MediaOut
 from server.core.notices import Notices
 from server.core.outputs import Figures, Output, Sink, StoryMoved
-from server.core.schedule import ChunkSchedule, Clock
+from server.core.schedule import ChunkSchedule, Clock, lead_for
 from server.media import MediaClock, encode_frames
 from server.speech import SpeechPlayer
+from streaming_model.backend import BackendManifest
 from streaming_model.runtime import SessionSnapshot
 from streaming_model.worker import Cancel, GeneratorWorker, WorkerMoved
 
@@ -90,8 +91,9 @@ class Refused(ValueError):
 class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Timing and quality knobs of one session."""
 
-    lead_chunks: float = 1.0
-    """Generation of chunk k starts this many chunks before its send time."""
+    lead_chunks: float | None = None
+    """Generation of chunk k starts this many chunks before its send time; None: from the backend's
+    declared costs (``schedule.lead_for``)."""
     start_delay_s: float = 0.3
     """The first chunk is sent this long after the session starts (model warm-up, first generation)."""
     redirect: bool = True
@@ -102,6 +104,10 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     times the typical chunk time."""
     jpeg_quality: int = 85
     metrics_every_s: float = 1.0
+
+    def lead(self, manifest: BackendManifest) -> float:
+        """The lead in chunks for sessions of the backend ``manifest`` describes."""
+        return self.lead_chunks if self.lead_chunks is not None else lead_for(manifest)
 
 
 class Conductor:
@@ -131,6 +137,9 @@ class Conductor:
         caps = worker.manifest.capabilities
         # Replacing a generated chunk rolls it back, and restores it when the replacement is too late.
         self.replaces = self.config.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
+        # Redirecting a chunk in flight needs a cancel that stops it mid-chunk; without one, an urgent event
+        # waits for the chunk to finish and then replaces it (or shows in the next chunk).
+        self.redirects_in_flight = self.config.redirect and caps.interrupt in ("block", "step")
         self.exact_rewinds = caps.snapshots == "exact"
         """Whether a story rewind continues the picture exactly (else the client is told it does not)."""
         self.manifest = minds.realizer.manifest
@@ -138,7 +147,7 @@ class Conductor:
         self.clock = MediaClock.of(self.manifest)
         self.schedule = ChunkSchedule(
             self.clock,
-            lead_chunks=self.config.lead_chunks,
+            lead_chunks=self.config.lead(worker.manifest),
             redirect=self.config.redirect,
             redirect_margin=self.config.redirect_margin,
             finish_times=worker.finish_times,
@@ -535,6 +544,9 @@ class Conductor:
         ``reflects``) and the generation goes on.
         """
         assert self._urgent is not None
+        if not self.redirects_in_flight:
+            await asyncio.wait({job})  # urgent events wait, queued, for the replacement or the next chunk
+            return None
         while True:
             waiter = asyncio.ensure_future(self._urgent.get())
             try:

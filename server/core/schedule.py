@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from server.media import MediaClock
+from streaming_model.backend import BackendManifest
 
 FINISH_SLACK_S = 0.01
 """A replacement still denoising when only the time to finish a chunk (commit, decode, encode: its p95 over
@@ -28,6 +29,22 @@ recent chunks) plus this is left before the send is abandoned, and the chunk alr
 
 HANDOFF_S = 0.002
 """A generated chunk goes to the sender this long before its first frame is due."""
+
+LEAD_HEADROOM = 3.0
+"""The lead chosen from a backend's declared costs leaves room for a chunk that takes this many times its
+p95 (generating, then finishing): a busy second core doubles a chunk's time here (ENVIRONMENT.md), and
+the rest is for the tail."""
+LEAD_MIN, LEAD_MAX = 0.5, 1.0
+"""Lead bounds in chunks: at least half a chunk, so that an urgent event still finds time to redirect; at
+most one, since every chunk generated earlier is latency added to reactions and work to replace."""
+
+
+def lead_for(manifest: BackendManifest) -> float:
+    """Chunks of lead for a session of this backend, from the costs it measured at warm-up."""
+    costs = manifest.costs
+    need_s = LEAD_HEADROOM * (costs.chunk_p95_ms + costs.finish_p50_ms) / 1000.0
+    clock = manifest.vocabulary
+    return min(LEAD_MAX, max(LEAD_MIN, need_s * clock.fps / clock.frames_per_chunk))
 
 
 class Cancellable(Protocol):

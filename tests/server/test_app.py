@@ -173,7 +173,7 @@ async def test_a_gesture_is_accepted_and_a_later_frame_reflects_it(server: Onsta
         frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
         # The first reflecting frame opens a chunk nobody had seen when the gesture was sent, and one the
         # generation's lead reaches in time.
-        received, lead = client.received, server.factory.conductor.lead_chunks
+        received, lead = client.received, server.factory.conductor.lead(server.factory.workers.manifest)
         latest = last_reflecting_chunk(seen_chunk(received, arrived(received, accepted)), lead)
         assert frame.header["frame"] == 0
         assert seen_chunk(received, sent) < frame.header["chunk"] <= latest
