@@ -12,7 +12,9 @@ Sessions outlive their connection for ``resume_grace_s``: the client may come ba
 ``session.start {resume: {session_id, resume_token}}`` and continues from the current chunk. A session
 waiting so is paused (it generates nothing, its media clock stops) and does not hold one of the
 ``max_sessions`` live slots; at most ``max_waiting_sessions`` wait, and when one more leaves, the session
-that has waited longest is ended.
+that has waited longest is ended. A session not held here can come back too (``SessionFactory.revive``):
+a story session from the story store, or, with generator slots on a Ray cluster, a session another front
+end opened, whose generator this server then takes over.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from server.otel import TurnTelemetry
 from server.outbox import Outbox
 from server.sessions import SessionFactory
 from server.webrtc.settings import RtcSettings
-from streaming_model.pool import NoFreeSlot
+from streaming_model.pool import NoFreeSlot, TakenOver
 
 if TYPE_CHECKING:
     from server.webrtc.endpoint import RtcEndpoint
@@ -94,6 +96,7 @@ class Stats:
     errors_total: int = 0
     media_dropped_total: int = 0
     evicted_total: int = 0  # waiting sessions ended early to make room for a newer one
+    lost_no_slot_total: int = 0  # sessions whose generator's worker died with no other slot free
 
 
 class OnstageServer:
@@ -363,9 +366,7 @@ class OnstageServer:
         self.stats.sessions_total += 1
         started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
         await outbox.put(p.encode_server(started), droppable=False)
-        live.conductor.on_fatal = lambda message: self._fail(
-            live, p.Error(code=p.ErrorCode.INTERNAL, message=message, fatal=True)
-        )
+        live.conductor.on_fatal = lambda task, exc: self._task_failed(live, task, exc)
         live.conductor.media.observer = self.metrics
         if isinstance(player := live.conductor.player, CharacterVoice):
             player.notify = lambda message: self._tell(live, message)
@@ -379,14 +380,30 @@ class OnstageServer:
         if live.outbox is not None:
             self._background(live.outbox.put(p.encode_server(message), droppable=False))
 
-    async def _fail(self, live: LiveSession, error: p.Error) -> None:
-        """A session broke inside: the client gets the fatal error and the connection closes."""
+    async def _task_failed(self, live: LiveSession, task: str, exc: BaseException) -> None:
+        """A task the session needs failed, so it ends here. Its generator was taken over by another front
+        end (a client resumed the session there): the connection closes as for a resume elsewhere. Its
+        generator's worker died and no other slot was free: a fatal ``rate_limited``, counted. Anything
+        else: a fatal ``internal``."""
+        if isinstance(exc, TakenOver):
+            await self._fail(live, None, 1000, "resumed elsewhere")
+            return
+        if isinstance(exc, NoFreeSlot):
+            self.stats.lost_no_slot_total += 1
+            error = p.Error(code=p.ErrorCode.RATE_LIMITED, message=str(exc), fatal=True)
+        else:
+            error = p.Error(code=p.ErrorCode.INTERNAL, message=f"the session failed ({task})", fatal=True)
+        await self._fail(live, error, 1011, "session failed")
+
+    async def _fail(self, live: LiveSession, error: p.Error | None, code: int, reason: str) -> None:
+        """End a session from inside: the client gets ``error`` (if any), then the connection closes."""
         outbox = live.outbox
         await self._end(live)
         if outbox is not None:
-            await outbox.put(p.encode_server(error), droppable=False)
+            if error is not None:
+                await outbox.put(p.encode_server(error), droppable=False)
             await outbox.close()
-            await outbox.hang_up(1011, "session failed")
+            await outbox.hang_up(code, reason)
 
     async def _resume(self, msg: p.SessionStart, outbox: Connection) -> LiveSession:
         assert msg.resume is not None
