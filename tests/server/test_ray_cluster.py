@@ -60,8 +60,9 @@ def cluster() -> Iterator[Cluster]:
 
 LEASE_S = 5.0
 """The front ends' leases in this process: every test longer than this shows that they renew them."""
-KILLED_LEASE_S = 2.0
-"""The lease of the front end in a process of its own that a test kills."""
+KILLED_LEASE_S = 3.0
+"""The lease of the front end in a process of its own that a test kills: its session must be resumed
+elsewhere within it (from the kill, at least three quarters of it), and its other slot is free after it."""
 REFERENCE_CHUNKS = 48
 
 
@@ -320,6 +321,7 @@ async def test_a_killed_front_end_frees_its_slots_within_its_lease_and_its_sessi
     async with SessionClient(url_of(ray_server)) as back:
         again = await back.start(resume=resume_of(started))
         assert again["session_id"] == started["session_id"]
+        resumed_s = time.monotonic() - killed
         took_over_at = (await back.wait_frame(lambda f: True, timeout=60)).header["gen_chunk"]
         assert took_over_at >= 8
         freed_s = None
@@ -333,7 +335,8 @@ async def test_a_killed_front_end_frees_its_slots_within_its_lease_and_its_sessi
         assert await slots.held() == 1  # the resumed session's: claimed, it no longer hangs on A's lease
         assert_continues_exactly(back, still_reference, took_over_at, 12)
     print(
-        f"\nthe killed front end's slot was free {freed_s:.2f} s after SIGKILL (its lease: {KILLED_LEASE_S} s)"
+        f"\nthe killed front end's session was resumed elsewhere {resumed_s:.2f} s after SIGKILL, its other"
+        f" slot was free {freed_s:.2f} s after it (its lease: {KILLED_LEASE_S} s)"
     )
     assert freed_s < KILLED_LEASE_S + 5.0
     await until_no_sessions(ray_server)
