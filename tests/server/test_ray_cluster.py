@@ -33,6 +33,7 @@ from server.sessions import SessionFactory  # noqa: E402
 from streaming_model.condition import ChunkCondition  # noqa: E402
 from streaming_model.worker import Cancel  # noqa: E402
 from tests.support.served_process import onstage_serve  # noqa: E402
+from tests.support.serving import serving  # noqa: E402
 from tests.support.voicing import STILL  # noqa: E402
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -75,13 +76,12 @@ async def front_end(cluster: Cluster) -> RaySlots:
 
 @contextlib.asynccontextmanager
 async def ray_serving(factory: SessionFactory, slots: RaySlots) -> AsyncIterator[OnstageServer]:
+    """A server on loopback whose sessions' generators are ``slots``' (closed with it)."""
     remote = SessionFactory(None, factory.voice, factory.hearing, workers=slots)
-    srv = OnstageServer(remote, Limits(max_sessions=6, resume_grace_s=0.2))
-    await srv.start("127.0.0.1", 0)
     try:
-        yield srv
+        async with serving(remote, Limits(max_sessions=6, resume_grace_s=0.2)) as (srv, _):
+            yield srv
     finally:
-        await srv.close()
         await slots.close()
 
 
