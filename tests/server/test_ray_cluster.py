@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -22,18 +23,25 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from events.hearing import Hearing  # noqa: E402
+from events.transcriber import TranscriberConfig, words  # noqa: E402
 from server.app import OnstageServer  # noqa: E402
 from server.client import SessionClient  # noqa: E402
-from server.cluster.remote import RaySlots, RemoteWorker  # noqa: E402
+from server.cluster.encoders import NAME  # noqa: E402
+from server.cluster.remote import NAMESPACE, RaySlots, RemoteWorker  # noqa: E402
+from server.cluster.remote_encoders import shared_voice_and_hearing  # noqa: E402
 from server.cluster.settings import SLOT_RESOURCE, ClusterSettings  # noqa: E402
 from server.cluster.slot import GeneratorSlot  # noqa: E402
 from server.limits import Limits  # noqa: E402
 from server.media import encode_frames  # noqa: E402
 from server.sessions import SessionFactory  # noqa: E402
+from server.voice import Voice  # noqa: E402
 from streaming_model.condition import ChunkCondition  # noqa: E402
 from streaming_model.worker import Cancel  # noqa: E402
+from tests.support.microphone import speak_into  # noqa: E402
 from tests.support.served_process import onstage_serve  # noqa: E402
 from tests.support.serving import serving  # noqa: E402
+from tests.support.sound_set import SPEECH, clip  # noqa: E402
 from tests.support.voicing import STILL  # noqa: E402
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -366,3 +374,51 @@ async def test_a_failover_with_no_free_slot_ends_the_session_with_a_fatal_rate_l
         now = other.received.video[-1].header["chunk"]
         await other.wait_frame(lambda f: f.header["chunk"] >= now + 4, timeout=60)
     await until_no_sessions(ray_server)  # the killed slot comes back, empty
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared(cluster: Cluster) -> tuple[Voice, Hearing]:
+    """A front end's voice and hearing from the cluster's shared encoders actor."""
+    return await asyncio.to_thread(shared_voice_and_hearing, TranscriberConfig(), True)
+
+
+async def test_the_shared_encoders_hear_and_speak_as_a_front_end_s_own_models(
+    factory: SessionFactory, shared: tuple[Voice, Hearing]
+) -> None:
+    voice, hearing = shared
+    text = "Hi! Nice to meet you."
+    own = await asyncio.to_thread(factory.voice.synthesize, text)
+    for first in (True, False):  # at the video's priority there, and below it
+        theirs = await voice.synthesize_async(text, first=first)
+        assert np.array_equal(theirs.samples, own.samples) and theirs.words == own.words
+    talk = clip(SPEECH[0])
+    assert hearing.transcriber is not None and factory.hearing.transcriber is not None
+    heard = await asyncio.wrap_future(hearing.transcriber.submit(talk))
+    assert (
+        words(heard.text)
+        and heard.text == (await asyncio.wrap_future(factory.hearing.transcriber.submit(talk))).text
+    )
+    knock = clip("knock_a")
+    assert hearing.yamnet is not None and factory.hearing.yamnet is not None
+    scores = await asyncio.to_thread(hearing.yamnet.scores, knock)
+    assert np.array_equal(scores, await asyncio.to_thread(factory.hearing.yamnet.scores, knock))
+    # One actor for every front end, found by its name.
+    named = ray.get_actor(NAME, namespace=NAMESPACE)
+    assert await named.labels.remote() == factory.hearing.yamnet.labels
+
+
+async def test_a_session_with_the_shared_encoders_hears_its_client_and_speaks(
+    ray_server: OnstageServer, slots: RaySlots, shared: tuple[Voice, Hearing]
+) -> None:
+    await until_no_sessions(ray_server)
+    voice, hearing = shared
+    remote = SessionFactory(None, voice, hearing, workers=slots)
+    async with serving(remote, Limits(max_sessions=2, resume_grace_s=0.2)) as (_, url):
+        async with SessionClient(url) as client:
+            await client.start(seed=9)  # the greeter: it says hello
+            await client.wait_type("character.speech", state="started", timeout=60)
+            await speak_into(client, np.concatenate([clip(SPEECH[0]), np.zeros(24_000, np.float32)]))
+            transcript = await client.wait_type("input.transcript", timeout=60)
+            assert words(transcript["text"])
+            assert any(np.frombuffer(a.pcm, "<i2").any() for a in client.received.audio)  # its voice
+    await until_no_sessions(ray_server)
