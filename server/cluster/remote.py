@@ -369,10 +369,19 @@ class RaySlots:
             self._renewing = asyncio.get_running_loop().create_task(self._renew_loop())
 
     async def _renew_loop(self) -> None:
-        # Four times a lease: a renewal or two may be late or lost without the places lapsing.
-        while True:
-            await asyncio.gather(
-                *(slot.renew.remote(self.owner, self.lease_s) for slot, _ in self.slots),
-                return_exceptions=True,
-            )
-            await asyncio.sleep(self.lease_s / 4)
+        # Four times a lease: a renewal or two may be late or lost without the places lapsing. Each slot's
+        # on its own: a slot that is down (restarting) holds its renewal up, not the other slots'.
+        renewing: dict[int, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for i, (slot, _) in enumerate(self.slots):
+                    if i not in renewing or renewing[i].done():
+                        renewing[i] = asyncio.create_task(self._renew(slot))
+                await asyncio.sleep(self.lease_s / 4)
+        finally:
+            for task in renewing.values():
+                task.cancel()
+
+    async def _renew(self, slot: ActorHandle) -> None:
+        with contextlib.suppress(RayActorError):
+            await slot.renew.remote(self.owner, self.lease_s)
