@@ -188,13 +188,17 @@ class Transcriber:
         audio = validate_samples(samples, sample_rate, max_samples=max_samples)
         self._load()
         started = time.perf_counter()
-        text = self._via_endpoint(audio) if self.config.endpoint else self._via_whisper(audio)
+        text = self._text(audio)
         return TranscriptResult(
             text=text,
             duration_ms=audio.size * 1000.0 / SAMPLE_RATE,
             compute_ms=(time.perf_counter() - started) * 1000.0,
             backend=self.backend,
         )
+
+    def _text(self, audio: np.ndarray) -> str:
+        """The words of checked ``audio``, by the configured backend (a subclass may send it elsewhere)."""
+        return self._via_endpoint(audio) if self.config.endpoint else self._via_whisper(audio)
 
     def transcript(self, segment: Segment, stamper: Stamper) -> Transcript | None:
         """A final ``Transcript`` event for a segment, or ``None`` when nothing was said. Blocking."""

@@ -71,6 +71,7 @@ from server.core.schedule import ChunkSchedule, Clock, lead_for
 from server.media import MediaClock, encode_frames
 from server.speech import SpeechPlayer
 from streaming_model.backend import BackendManifest
+from streaming_model.pool import TakenOver
 from streaming_model.runtime import SessionSnapshot
 from streaming_model.worker import Cancel, GeneratorWorker, WorkerMoved
 
@@ -184,8 +185,9 @@ class Conductor:
         self.story: StoryPlayer | None = None
         self._story_moved = False
         self._restoring = False  # a story rewind or resume is putting a checkpoint back
-        self.on_fatal: Callable[[str], Coroutine[Any, Any, None]] | None = None
-        """Set by the server: called once, with a message for the client, if a task the session needs fails."""
+        self.on_fatal: Callable[[str, BaseException], Coroutine[Any, Any, None]] | None = None
+        """Set by the server: called once, with the task's name and its exception, if a task the session
+        needs fails."""
         worker.on_moved = self._worker_moved
 
     @property
@@ -274,12 +276,15 @@ class Conductor:
         asyncio.get_running_loop().create_task(self._out(moved))
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled() or task.exception() is None or self._closed:
+        if task.cancelled() or (exc := task.exception()) is None or self._closed:
             return
-        log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=task.exception())
+        if isinstance(exc, TakenOver):  # not a failure: the session goes on through another front end
+            log.info("session %s: taken over by another front end", self.session_id)
+        else:
+            log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=exc)
         if self.on_fatal is not None:
-            # The session cannot go on without this task: tell the client, then let the server end it.
-            asyncio.get_running_loop().create_task(self.on_fatal(f"the session failed ({task.get_name()})"))
+            # The session cannot go on here without this task: the server tells the client and ends it.
+            asyncio.get_running_loop().create_task(self.on_fatal(task.get_name(), exc))
 
     # ------------------------------------------------------------------------------ input
 
