@@ -147,7 +147,8 @@ def answered(client: SessionClient, ids: list[str]) -> Counter[str]:
             out["told why not"] += 1
         else:
             out["unanswered"] += 1
-            print(f"unanswered: {event_id}", file=sys.stderr)
+            said = [(t, m) for t, m in client.received.messages if m.get("event_id") == event_id]
+            print(f"unanswered: {event_id}: {said}", file=sys.stderr)
     return out
 
 

@@ -15,9 +15,9 @@ the first sentence synthesised under the cue's cause (``events.tracing``).
 ``SpeechConfig`` holds the two switches that trade exactness for an earlier first sound:
 ``first_clause`` synthesises a first sentence's first clause (up to its first comma) on its own, as
 Piper's time grows with the text; ``start`` says where cued speech begins (see ``Decider``):
-``next_chunk`` a chunk after its cue, the mouth waiting for the audio (the same inputs give the same
-frames), or ``when_ready`` from the first frame not yet sent once its audio is there (the first sound
-comes sooner; where it starts, and so the frames, then depend on how fast Piper ran).
+``cue_chunk`` with the chunk that cued it or ``next_chunk`` a chunk after it, the mouth waiting for the
+audio either way (the same inputs give the same frames), or ``when_ready`` from the first frame not yet
+sent once its audio is there (where it starts, and so the frames, then depend on how fast Piper ran).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from events.tracing import SPEECH_CUED, SPEECH_SYNTHESISED, Tracer
 from server.media import MediaClock
 from server.voice import Utterance, Voice
 
-VoiceStart = Literal["next_chunk", "when_ready"]
+VoiceStart = Literal["cue_chunk", "next_chunk", "when_ready"]
 
 _CLAUSE = re.compile(r"(?<=,)\s+")
 
@@ -48,10 +48,10 @@ already decided: a chunk's mouth will soon wait for it. At the background priori
 
 class SpeechConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How the server's voice starts: ``[server] voice_start`` and ``voice_first_clause``. These defaults
-    are the plain path (whole sentences, a chunk after the cue); ``onstage serve`` takes the ``[server]``
-    table's, where the first clause is on."""
+    are the plain path (whole sentences, from the chunk that cues them); ``onstage serve`` takes the
+    ``[server]`` table's, where the first clause is on."""
 
-    start: VoiceStart = "next_chunk"
+    start: VoiceStart = "cue_chunk"
     first_clause: bool = False
 
 
@@ -76,8 +76,9 @@ class _Speaking:
     open: bool = False
     """More text is coming (``SpeechCue.open``): running out of audio is a pause, not the end."""
     waits: bool = True
-    """The mouth waits for the audio of the frames it is asked for (``next_chunk``); without, frames
-    decided before the first audio was ready keep the mouth closed and the voice starts later."""
+    """The mouth waits for the audio of the frames it is asked for (``cue_chunk``, ``next_chunk``);
+    without, frames decided before the first audio was ready keep the mouth closed and the voice starts
+    later."""
     urgent: int = 1
     """Parts of the first sentence still to synthesise at the video's priority: the mouth of the chunk
     after the cue waits for them (one, or two with its first clause apart)."""
@@ -121,9 +122,8 @@ class SpeechPlayer:
         """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing. ``cue_frame`` is the
         first frame of the chunk that cued it (default: ``start_frame``): the realizer learns the delay.
 
-        Synthesis runs in the background. With ``wait`` (the conductor's ``next_chunk``: the voice starts
-        a chunk after its cue) the mouth of a chunk waits for its audio, so what it does never depends on
-        synthesis speed. Should the voice still be late at send time, or without ``wait``, it starts with
+        Synthesis runs in the background. With ``wait`` (the conductor's ``cue_chunk`` and ``next_chunk``)
+        the mouth of a chunk waits for its audio, so what it does never depends on synthesis speed. Should the voice still be late at send time, or without ``wait``, it starts with
         the first frame it is ready for instead of losing its beginning.
         """
         if self._now is not None:

@@ -93,8 +93,8 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Timing and quality knobs of one session."""
 
     lead_chunks: float | None = None
-    """Generation of chunk k starts this many chunks before its send time; None: from the backend's
-    declared costs (``schedule.lead_for``)."""
+    """Generation of chunk k starts this many chunks before its send time; None: from what the backend
+    declares (``schedule.lead_for``)."""
     start_delay_s: float = 0.3
     """The first chunk is sent this long after the session starts (model warm-up, first generation)."""
     redirect: bool = True
@@ -108,7 +108,14 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     def lead(self, manifest: BackendManifest) -> float:
         """The lead in chunks for sessions of the backend ``manifest`` describes."""
-        return self.lead_chunks if self.lead_chunks is not None else lead_for(manifest)
+        if self.lead_chunks is not None:
+            return self.lead_chunks
+        return lead_for(manifest, replaces=self.replaces(manifest))
+
+    def replaces(self, manifest: BackendManifest) -> bool:
+        """Whether a generated chunk not yet sent is replaced: on, and the backend can roll it back."""
+        caps = manifest.capabilities
+        return self.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
 
 
 class Conductor:
@@ -137,7 +144,7 @@ class Conductor:
         self.config = config or ConductorConfig()
         caps = worker.manifest.capabilities
         # Replacing a generated chunk rolls it back, and restores it when the replacement is too late.
-        self.replaces = self.config.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
+        self.replaces = self.config.replaces(worker.manifest)
         # Redirecting a chunk in flight needs a cancel that stops it mid-chunk; without one, an urgent event
         # waits for the chunk to finish and then replaces it (or shows in the next chunk).
         self.redirects_in_flight = self.config.redirect and caps.interrupt in ("block", "step")

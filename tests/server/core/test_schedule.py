@@ -107,15 +107,16 @@ def test_redirects_switched_off_are_never_tried() -> None:
     assert not s.time_to_redo(5)
 
 
-def test_the_lead_from_a_backends_costs_leaves_room_for_three_slow_chunks_between_half_a_chunk_and_one() -> (
+def test_the_lead_is_a_chunk_where_chunks_can_be_replaced_else_three_slow_chunks_between_half_and_one() -> (
     None
 ):
     manifest = WorldBackend(WorldOptions(fps=16, chunk_frames=12), warmup_chunks=1).manifest  # 0.75 s chunks
 
-    def lead(p95_ms: float, finish_ms: float) -> float:
+    def lead(p95_ms: float, finish_ms: float, replaces: bool = False) -> float:
         costs = msgspec.structs.replace(manifest.costs, chunk_p95_ms=p95_ms, finish_p50_ms=finish_ms)
-        return lead_for(msgspec.structs.replace(manifest, costs=costs))
+        return lead_for(msgspec.structs.replace(manifest, costs=costs), replaces)
 
+    assert lead(10.0, 0.0, replaces=True) == 1.0  # an early chunk is replaced when an input comes
     assert lead(100.0, 50.0) == pytest.approx(3 * 0.15 / 0.75)
     assert lead(10.0, 0.0) == 0.5  # a fast backend still leaves time to redirect
     assert lead(400.0, 100.0) == 1.0  # a slow one never generates more than a chunk ahead
