@@ -19,6 +19,7 @@ from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
 from .manifest import FRAMES_PER_CHUNK, build_manifest
 from .runtime import Generator, PendingChunk, Session, SessionSnapshot
+from .sampler import STEPS
 from .warmup import measure_costs
 
 JOURNAL = 8
@@ -83,7 +84,7 @@ class TinyBackend:
     """The shipped (or any) ``Generator``, warmed up: its costs are measured when it is built."""
 
     def __init__(
-        self, generator: Generator, steps: int = 2, warmup_chunks: int = 4, linears: Linears = "float"
+        self, generator: Generator, steps: int = STEPS, warmup_chunks: int = 4, linears: Linears = "float"
     ) -> None:
         if not 1 <= steps <= 64:
             raise ValueError(f"steps must be in [1, 64], got {steps}")
@@ -108,7 +109,7 @@ class TinyBackend:
         )
 
     @classmethod
-    def load(cls, steps: int = 2, linears: Linears = "float") -> TinyBackend:
+    def load(cls, steps: int = STEPS, linears: Linears = "float") -> TinyBackend:
         """The shipped weights (``WeightsError`` if missing or corrupt), warmed up."""
         return cls(Generator.load(), steps, linears=linears)
 
