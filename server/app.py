@@ -52,6 +52,7 @@ from server.metrics import ServerMetrics
 from server.otel import TurnTelemetry
 from server.outbox import Outbox
 from server.sessions import SessionFactory
+from server.vendor import vendor_file
 from server.webrtc.settings import RtcSettings
 from streaming_model.pool import NoFreeSlot
 
@@ -191,6 +192,8 @@ class OnstageServer:
             return _response(http.HTTPStatus.OK, body, "application/json")
         if url.path == "/metrics":
             return _response(http.HTTPStatus.OK, self.metrics.exposition(), METRICS_CONTENT_TYPE)
+        if (vendored := vendor_file(url.path)) is not None:
+            return _response(http.HTTPStatus.OK, *vendored)
         name = "index.html" if url.path == "/" else url.path.removeprefix("/static/")
         if name in PAGE_FILES:
             path = PAGE_DIR / name
