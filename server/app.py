@@ -435,6 +435,7 @@ class OnstageServer:
             ref=msg.ref,
         )
         await outbox.put(p.encode_server(started), droppable=False)
+        live.adapter.reconnected()
         live.conductor.attach(outbox.sink(live.adapter))
         if previous is not None and previous is not outbox:
             live.conductor.away.missed(previous.unsent())  # told on the new connection
