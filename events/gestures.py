@@ -110,17 +110,23 @@ class HandPose(msgspec.Struct, frozen=True):
         return not any(self.fingers) and self.thumb_extended and self.thumb_up
 
 
+def read_points(points: Sequence[Sequence[float]] | np.ndarray, field: str, count: int) -> np.ndarray:
+    """Validate ``count`` points of (x, y[, z]) and return them as a (count, 2) array of image x, y
+    (``BadInput`` naming ``field`` otherwise)."""
+    try:
+        arr = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(field, f"not a numeric array: {exc}") from None
+    if arr.ndim != 2 or arr.shape[0] != count or arr.shape[1] not in (2, 3):
+        raise BadInput(field, f"expected {count} points of (x, y[, z]), got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise BadInput(field, "NaN or infinite coordinates")
+    return arr[:, :2]
+
+
 def read_landmarks(landmarks: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     """Validate one hand's landmarks and return them as a (21, 2) array of image x, y."""
-    try:
-        arr = np.asarray(landmarks, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise BadInput("landmarks", f"not a numeric array: {exc}") from None
-    if arr.ndim != 2 or arr.shape[0] != N_LANDMARKS or arr.shape[1] not in (2, 3):
-        raise BadInput("landmarks", f"expected {N_LANDMARKS} points of (x, y[, z]), got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise BadInput("landmarks", "NaN or infinite coordinates")
-    return arr[:, :2]
+    return read_points(landmarks, "landmarks", N_LANDMARKS)
 
 
 def hand_pose(points: np.ndarray, t_ms: float, config: GestureConfig) -> HandPose:
@@ -276,7 +282,9 @@ class LandmarkGestureClassifier:
             if turns >= cfg.wave_reversals:
                 last = open_poses[-1]
                 found["wave"] = (min(1.0, turns / (cfg.wave_reversals + 1)), last.palm_x, last.palm_y)
-        raised, share = self._held(t_ms, cfg.raise_hold_ms, lambda p: p.open_palm and p.thumb_extended and p.upright)
+        raised, share = self._held(
+            t_ms, cfg.raise_hold_ms, lambda p: p.open_palm and p.thumb_extended and p.upright
+        )
         if raised and "wave" not in found:
             xs = np.array([p.palm_x for p in raised])
             if np.ptp(xs) < cfg.still_swing * size:

@@ -19,8 +19,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from events.errors import BadInput
-from events.gestures import Onsets, Seen, check_time, reversals
+from events.gestures import Onsets, Seen, check_time, read_points, reversals
 from events.stamp import Stamper
 from events.vocabulary import Gesture
 
@@ -43,15 +42,7 @@ class HeadConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 def read_face(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     """Validate one face's keypoints and return them as a (6, 2) array of image x, y."""
-    try:
-        arr = np.asarray(points, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise BadInput("face", f"not a numeric array: {exc}") from None
-    if arr.shape != (N_FACE_POINTS, 2):
-        raise BadInput("face", f"expected {N_FACE_POINTS} points of (x, y), got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise BadInput("face", "NaN or infinite coordinates")
-    return arr
+    return read_points(points, "face", N_FACE_POINTS)
 
 
 def _smoothed(values: np.ndarray) -> np.ndarray:

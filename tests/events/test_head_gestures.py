@@ -18,7 +18,7 @@ def face(dx: float = 0.0, dy: float = 0.0, turn: float = 0.0) -> np.ndarray:
     """The six keypoints of a face at the middle of the picture, moved by (dx, dy), its nose swung by
     ``turn`` eye distances to the side (a head turning)."""
     points = np.array([[-0.5, 0.0], [0.5, 0.0], [turn, 0.45], [0.0, 0.8], [-0.95, 0.3], [0.95, 0.3]]) * EYES
-    return points + [0.5 + dx, 0.4 + dy]
+    return points + np.array([0.5 + dx, 0.4 + dy])
 
 
 def frames(motion, seconds: float = 2.5, fps: float = 12.0, seed: int = 0) -> list[tuple[np.ndarray, float]]:
@@ -81,8 +81,8 @@ def test_a_face_lost_for_a_moment_keeps_its_history_and_a_long_gap_ends_it() -> 
 
 @pytest.mark.parametrize(
     "points",
-    [np.zeros((5, 2)), np.zeros((6, 3)), np.full((6, 2), np.nan), [["a", "b"]] * 6],
-    ids=["five", "xyz", "nan", "text"],
+    [np.zeros((5, 2)), np.zeros((6, 4)), np.full((6, 2), np.nan), [["a", "b"]] * 6],
+    ids=["five", "four numbers", "nan", "text"],
 )
 def test_bad_keypoints_are_refused_naming_the_field(points) -> None:
     with pytest.raises(BadInput) as raised:
