@@ -25,7 +25,7 @@ from server.limits import Limits
 from server.sessions import SessionFactory
 from streaming_model.tiny import TinyBackend
 from tests import camera_footage
-from tests.e2e.browser import CHROMIUM, Page, chromium
+from tests.e2e.browser import CHROMIUM, Page, serving_page
 from tests.e2e.camera import watch_script, watched
 
 pytestmark = [
@@ -59,19 +59,10 @@ async def page(tmp_path_factory: pytest.TempPathFactory):
     silence = tmp / "silence.wav"
     wavfile.write(silence, 16000, np.zeros(16000, dtype="<i2"))  # Chromium needs a microphone; it stays off
     server = OnstageServer(SessionFactory(TinyBackend.load()), Limits(max_sessions=1))
-    await server.start("127.0.0.1", 0)
-    try:
-        async with chromium(
-            f"http://127.0.0.1:{server.port}/?autostart=1&camera=1&seed=7&transport=ws",
-            silence,
-            before_page=watch_script(),
-            flags=(f"--use-file-for-fake-video-capture={footage}",),
-        ) as page:
-            yield page
-    finally:
-        closing = asyncio.ensure_future(server.close())
-        done, _ = await asyncio.wait({closing}, timeout=15)
-        assert done, "OnstageServer.close() did not return within 15 s"
+    flags = (f"--use-file-for-fake-video-capture={footage}",)
+    query = "autostart=1&camera=1&seed=7&transport=ws"
+    async with serving_page(server, query, silence, before_page=watch_script(), flags=flags) as page:
+        yield page
 
 
 async def test_each_gesture_in_the_footage_becomes_its_event_where_it_is_shown_and_the_character_reacts(
