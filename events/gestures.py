@@ -254,8 +254,8 @@ class LandmarkGestureClassifier:
 
     def _held(self, t_ms: float, span_ms: float, test) -> tuple[list[HandPose], float]:
         """The poses of the last ``span_ms`` that pass ``test``, and their share of all its poses: when
-        the poses cover the span, the newest passes, and at least ``held_share`` of them pass (a tracker
-        misjudges a finger now and then); else none."""
+        the hand was seen all the span, the newest pose passes, at least ``held_share`` of them pass (a
+        tracker misjudges a finger now and then) and those span half of it at least; else none."""
         # The history is unbroken (a gap empties it), so the hand was seen all along when its oldest pose
         # is old enough: at a dozen frames a second the poses inside the span need not reach its start.
         if not self._history or t_ms - self._history[0].t_ms < span_ms * 0.9:
@@ -265,7 +265,9 @@ class LandmarkGestureClassifier:
             return [], 0.0
         passing = [p for p in poses if test(p)]
         share = len(passing) / len(poses)
-        return (passing, share) if share >= self.config.held_share else ([], 0.0)
+        if share < self.config.held_share or passing[-1].t_ms - passing[0].t_ms < span_ms / 2:
+            return [], 0.0  # too few of the frames, or seen in too short a part of the span
+        return passing, share
 
     def _recognise(self, t_ms: float) -> Seen:
         """Gestures visible now, each with (confidence, x, y)."""
