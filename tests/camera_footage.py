@@ -167,8 +167,9 @@ def _hand_pose(what: str, t: float, seconds: float) -> np.ndarray | None:
         x, y, roll = 0.5 + 0.012 * np.sin(2 * np.pi * 3.0 * t), 0.36, -30.0
     elif what != "raise_hand":
         return None
-    args = {k: v for k, v in pose.items() if k != "roll_deg"}
-    return hands.hand(**args, x=x, y=y, size=HAND_SIZE, roll_deg=pose.get("roll_deg", 0.0) + roll)
+    shape = hands.Pose(**pose)
+    roll += shape.pop("roll_deg", 0.0)
+    return hands.hand(**shape, x=x, y=y, size=HAND_SIZE, roll_deg=roll)
 
 
 def _mark(rgb: np.ndarray, index: int) -> None:

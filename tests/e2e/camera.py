@@ -124,5 +124,8 @@ async def watched(page: Page) -> Watched:
     """What the watch script has recorded so far."""
     data = await page.evaluate("window.__camera")
     return Watched(
-        [tuple(m) for m in data["marks"]], data["sent"], [tuple(x) for x in data["lines"]], data["gestures"]
+        [(float(t), int(i)) for t, i in data["marks"]],
+        data["sent"],
+        [(float(t), str(text)) for t, text in data["lines"]],
+        data["gestures"],
     )

@@ -82,8 +82,8 @@ async def test_each_gesture_in_the_footage_becomes_its_event_where_it_is_shown_a
                 await asyncio.sleep(0.5)
     except TimeoutError:
         watch = await watched(page)
-        seen = [(s.gesture, watch.frame_at(s.t_ms), s.reflected_ms is not None) for s in watch.seen()]
-        raise AssertionError(f"seen (gesture, footage frame, reflected): {seen}") from None
+        found = [(s.gesture, watch.frame_at(s.t_ms), s.reflected_ms is not None) for s in watch.seen()]
+        raise AssertionError(f"seen (gesture, footage frame, reflected): {found}") from None
     watch = await watched(page)
     where = segments()
     for seen in watch.seen():

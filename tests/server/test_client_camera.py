@@ -18,7 +18,8 @@ from server.client import SessionClient
 from tests import hands
 from tests.events.test_head_gestures import face
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+live = pytest.mark.asyncio(loop_scope="module")
+"""Tests of a live session share the module's server and its event loop."""
 
 
 def landmarks(t_ms: float, hand: np.ndarray | None = None, head: np.ndarray | None = None) -> dict:
@@ -30,6 +31,7 @@ def landmarks(t_ms: float, hand: np.ndarray | None = None, head: np.ndarray | No
     }
 
 
+@live
 async def test_a_wave_and_a_nod_in_landmarks_become_gestures_the_character_answers(url: str) -> None:
     async with SessionClient(url) as client:
         await client.start(seed=3, director="none")
@@ -69,6 +71,7 @@ def test_bad_frames_are_refused_naming_the_field(frame: dict, field: str) -> Non
     assert field in raised.value.message
 
 
+@live
 async def test_a_frame_back_in_time_is_refused_and_the_camera_goes_on(url: str) -> None:
     async with SessionClient(url) as client:
         await client.start(seed=4, director="none")
