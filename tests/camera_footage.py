@@ -18,6 +18,7 @@ import importlib.resources
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -167,9 +168,9 @@ def _hand_pose(what: str, t: float, seconds: float) -> np.ndarray | None:
         x, y, roll = 0.5 + 0.012 * np.sin(2 * np.pi * 3.0 * t), 0.36, -30.0
     elif what != "raise_hand":
         return None
-    shape = hands.Pose(**pose)
-    roll += shape.pop("roll_deg", 0.0)
-    return hands.hand(**shape, x=x, y=y, size=HAND_SIZE, roll_deg=roll)
+    shape: dict[str, Any] = {**pose}
+    shape["roll_deg"] = shape.get("roll_deg", 0.0) + roll
+    return hands.hand(**shape, x=x, y=y, size=HAND_SIZE)
 
 
 def _mark(rgb: np.ndarray, index: int) -> None:
