@@ -53,6 +53,7 @@ from server.otel import TurnTelemetry
 from server.outbox import Outbox
 from server.responses import client_token, page_file, response
 from server.sessions import SessionFactory
+from server.vendor import vendor_file
 from server.webrtc.settings import RtcSettings
 from streaming_model.pool import NoFreeSlot, TakenOver
 
@@ -188,6 +189,8 @@ class OnstageServer:
             return response(http.HTTPStatus.OK, body, "application/json")
         if url.path == "/metrics":
             return response(http.HTTPStatus.OK, self.metrics.exposition(), METRICS_CONTENT_TYPE)
+        if (vendored := vendor_file(url.path)) is not None:
+            return response(http.HTTPStatus.OK, *vendored)
         page = page_file("index.html" if url.path == "/" else url.path.removeprefix("/static/"))
         return page if page is not None else response(http.HTTPStatus.NOT_FOUND, b"not found\n")
 
@@ -438,6 +441,7 @@ class OnstageServer:
             ref=msg.ref,
         )
         await outbox.put(p.encode_server(started), droppable=False)
+        live.adapter.reconnected()
         live.conductor.attach(outbox.sink(live.adapter))
         if previous is not None and previous is not outbox:
             live.conductor.away.missed(previous.unsent())  # told on the new connection
