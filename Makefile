@@ -7,6 +7,7 @@ PY := .venv/bin/python
 
 setup:
 	@scripts/setup
+	@scripts/setup-page
 
 run: setup
 	.venv/bin/onstage serve

@@ -62,6 +62,7 @@ from agent.progress import (
     DirectorError,
     DirectorPlan,
     InputUnshown,
+    UnshownReason,
 )
 from agent.realizer import Realizer, Submission
 from agent.script import Place
@@ -333,16 +334,17 @@ class Director:
         """Go back to ``snapshot`` (a story rewind): a run in flight is cancelled and observations not yet
         read are dropped, as both belong to the timeline left behind."""
         run = self._run
+        cut: tuple[str, ...] = ()
         if run is not None and not run.done() and run is not asyncio.current_task():
             run.cancel()
             await asyncio.wait({run})  # unlike awaiting it, a cancellation of the caller still propagates
+            cut = self._unanswered_by_run()
         self._lines.clear()
         self._heard.clear()
         dropped, self._causes = self._causes, []
-        if self.bus is not None:
-            for cause in dropped:  # every input gets an outcome: these will get no reply
-                detail = "the story went back to a checkpoint before the Director answered"
-                self.bus.publish_nowait(self._stamp(InputUnshown, cause=cause, reason="stale", detail=detail))
+        # Every input gets an outcome: these (the run cut short, and those not read yet) will get no reply.
+        detail = "the story went back to a checkpoint before the Director answered"
+        self._unshown((*cut, *dropped), "stale", detail)
         # As the fold node: the next run starts from START anyway, with this state.
         await self._graph.aupdate_state(
             self._thread,
@@ -513,9 +515,12 @@ class Director:
         owed, self._run_owed = self._run_owed, None
         if owed is not None and (self._stale() or (self._ctx is not None and self._ctx.submitted)):
             owed = None  # answered, or a later turn of the user's supersedes it
+        # The run's inputs that none of its blocks answers, but the one owed (acknowledged or carried).
+        left = tuple(c for c in self._unanswered_by_run() if owed is None or c != owed.event.id)
         if run.cancelled():
             self.stats.cancelled += 1
             self._carry(owed)
+            self._unshown(left, "stale", "a later input, or a story rewind, cut the Director's answer short")
             return
         exc = run.exception()
         if exc is None:
@@ -525,6 +530,14 @@ class Director:
                 self.stats.unusable += 1
                 self._notify(f"the LLM gave no usable answer ({self._unusable_reason()})", 1)
                 self._acknowledge(owed)
+            stale = self._stale()
+            self._unshown(
+                left,
+                "stale" if stale else "no_reaction",
+                "a later input superseded the Director's answer"
+                if stale
+                else "the Director's answer did not act on it",
+            )
             return
         self.stats.failed += 1
         self._attempt += 1
@@ -535,10 +548,23 @@ class Director:
         if self._attempt <= self.config.retries:
             delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** (self._attempt - 1))
             self._not_before = loop.time() + delay
+            self._causes = [*left, *(c for c in self._causes if c not in left)]  # the retry answers them
             self._request(None)
             self._carry(owed)
         else:
             self._attempt = 0  # give up on this turn; the next trigger starts afresh
+            self._unshown(left, "no_reaction", "the Director's LLM failed to answer")
+
+    def _unanswered_by_run(self) -> tuple[str, ...]:
+        """The inputs of the run just ended that it got no block accepted for (taken: asked once)."""
+        causes, self._run_causes = self._run_causes, ()
+        return () if self._ctx is not None and self._ctx.submitted else causes
+
+    def _unshown(self, causes: tuple[str, ...], reason: UnshownReason, detail: str) -> None:
+        """Tell the client, through the bus, that each of ``causes`` will not show, and why."""
+        if self.bus is not None:
+            for cause in causes:
+                self.bus.publish_nowait(self._stamp(InputUnshown, cause=cause, reason=reason, detail=detail))
 
     def _carry(self, owed: _Owed | None) -> None:
         """The next run owes ``owed`` still, unless a newer event is owed already."""

@@ -200,6 +200,10 @@ class ReflexPolicy:
             return [Action(name="look_at", params={"target_x": x, "target_y": y}, duration_s=1.5)]
         if event.gesture == "raise_hand":
             return [Gaze(x=0.0, y=0.0, duration_s=2.0), Action(name="idle", duration_s=1.0)]
+        if event.gesture == "nod":  # the user agrees: the character nods with them
+            return [Action(name="nod", duration_s=1.0)]
+        if event.gesture == "shake_head":  # the user disagrees: the character is a little abashed
+            return [Emotion(emotion="sad", duration_s=1.5)]
         return []
 
     def listen(self, bus: EventBus) -> asyncio.Task[None]:

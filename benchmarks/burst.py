@@ -3,13 +3,16 @@ session's on-time share with and without the burst, in one run.
 
     .venv/bin/python benchmarks/burst.py                      # 3 rounds of two 15 s windows
     .venv/bin/python benchmarks/burst.py --rounds 4 --window-s 20 --jobs 12
+    .venv/bin/python benchmarks/burst.py --ray               # encoders and generator on a local Ray
 
 One server in this process (the encoders are the factory's: one Whisper and one Piper for every session, each
 on its own niced thread, ``events.priority``) and one session streaming to a WebSocket client. Windows
 alternate, quiet then burst, so that whatever else the machine does weighs on both alike. In a burst window
 ``--jobs`` transcriptions of real speech (the five speakers of tests/data/sounds) and ``--jobs`` syntheses of
 a reply are queued at once, as when that many sessions end their turns together, and queued again as soon as
-they are done, until the window ends. Per kind of window: the session's chunks on time (the conductor's own
+they are done, until the window ends. With ``--ray`` the encoders are the shared Ray actor
+(``server.cluster.encoders``: one Whisper, one YAMNet and one Piper for every front end) and the session's
+generator a Ray slot actor, on a Ray started here with one slot. Per kind of window: the session's chunks on time (the conductor's own
 count), chunk generation time p50 / p99, and the largest gap between frames at the client; and how many
 encoder jobs the burst got through.
 """
@@ -29,12 +32,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from events.hearing import Hearing
-from events.transcriber import Transcriber
+from events.transcriber import Transcriber, TranscriberConfig
 from server.app import OnstageServer
 from server.client import SessionClient
 from server.core.conductor import Conductor
 from server.sessions import SessionFactory
 from server.voice import Voice
+from streaming_model.pool import WorkerPool
 from streaming_model.tiny import TinyBackend
 from tests.support.sound_set import SPEECH, clip
 
@@ -116,10 +120,26 @@ def row(name: str, w: Window) -> str:
     )
 
 
+async def factory_of(ray: bool) -> tuple[SessionFactory, WorkerPool | None]:
+    """Sessions with the encoders and generator in this process, or (``ray``) on a Ray started here; the
+    slots to close at the end."""
+    if not ray:
+        return await asyncio.to_thread(SessionFactory, TinyBackend.load(), hearing=Hearing()), None
+    from server.cluster.remote import RaySlots
+    from server.cluster.remote_encoders import shared_voice_and_hearing
+    from server.cluster.settings import ClusterSettings
+
+    slots = await asyncio.to_thread(
+        RaySlots.connect, ClusterSettings(address="local", local_slots=1), "tiny", {}
+    )
+    voice, hearing = await asyncio.to_thread(shared_voice_and_hearing, TranscriberConfig(), True)
+    return await asyncio.to_thread(SessionFactory, None, voice, hearing, workers=slots), slots
+
+
 async def main(args: argparse.Namespace) -> None:
     print("loading the models...", file=sys.stderr)
-    hearing = Hearing()
-    factory = await asyncio.to_thread(SessionFactory, TinyBackend.load(), hearing=hearing)
+    factory, slots = await factory_of(args.ray)
+    hearing = factory.hearing
     transcriber = hearing.transcriber
     assert transcriber is not None
     server = OnstageServer(factory)
@@ -136,6 +156,8 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     finally:
         await server.close()
+        if slots is not None:
+            await slots.close()
     print("| window | chunks | on time | chunk ms p50 / p99 | largest frame gap ms | encoder jobs done |")
     print("|---|---:|---:|---:|---:|---:|")
     print(row("quiet", quiet))
@@ -152,4 +174,5 @@ if __name__ == "__main__":
     parser.add_argument("--window-s", type=float, default=15.0)
     parser.add_argument("--jobs", type=int, default=8, help="transcriptions and syntheses queued at once")
     parser.add_argument("--warmup-s", type=float, default=5.0)
+    parser.add_argument("--ray", action="store_true", help="encoders and generator as Ray actors")
     asyncio.run(main(parser.parse_args()))

@@ -1,7 +1,8 @@
-"""What a session costs on a generator worker on Ray against one in-process, in one run.
+"""What a session costs on a generator worker on Ray against one in-process, and how many sessions one
+node keeps in real time, in one run.
 
-    .venv/bin/python benchmarks/cluster.py                 # both parts (about two minutes)
-    .venv/bin/python benchmarks/cluster.py --chunks 120 --rounds 3
+    .venv/bin/python benchmarks/cluster.py                 # all three parts (about eight minutes)
+    .venv/bin/python benchmarks/cluster.py --chunks 120 --rounds 3 --seconds 60 --most 6
 
 Part 1, chunk time: the tiny model's chunks generated, committed and encoded to JPEG by an in-process
 ``ModelWorker`` and by a ``RemoteWorker`` on a local Ray slot actor (``ray.init`` in this process, one
@@ -10,7 +11,13 @@ round trip of an empty actor call (the per-call overhead). Part 2, reaction at t
 servers (``onstage serve`` and ``onstage serve --ray local``, each in its own process), one session at a
 time on each in turn, gestures sent over the WebSocket: from sending one to the first frame whose
 ``reflects`` names it; and each session's on-time share (its last ``metrics``). Ratios are Ray over
-in-process. Ray is shut down at the end of each part.
+in-process. Part 3, sessions per node: one server with ``--ray local`` (one Ray node: this machine) and
+``--most`` slots; 1, 2, ... sessions started at once, each streaming with the default plan; over
+``--seconds`` seconds after a warm-up of ``WARM_UP_S`` (the sessions' starts: prefill, the greeting's
+synthesis), each session's chunks ready by their send time over chunks sent (the server's own counts,
+from ``/metrics``). The node keeps k sessions in real time when every one of the k has at least 99.9 % of its
+chunks on time (also given: at least 99 %); it stops after the first k under 99 % for some session. Ray
+is shut down at the end of each part.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import time
 import numpy as np
 import ray
 from reaction import last_frame_of
-from served import served, session_url
+from served import served, session_url, sessions_counters
 
 from server.client import SessionClient
 from server.cluster.remote import RaySlots
@@ -47,6 +54,19 @@ local_slots = 1
 """
 )
 GAP_CHUNKS = 15  # between gestures: past the reflexes' 2 s cooldown on the tiny model's clock
+WARM_UP_S = 5.0
+"""Part 3 counts chunks after this (sessions starting together are late together; that is not a node's
+steady load)."""
+REAL_TIME = (0.999, 0.99)
+"""On-time shares every session must keep for a node to count as keeping them in real time."""
+
+
+def capacity_config(most: int) -> str:
+    """A front end with ``most`` slots on a Ray of its own (one node) and room for as many sessions."""
+    return (
+        f"[server.limits]\nmax_sessions = {most}\nresume_grace_s = 0.2\n"
+        f'[server.ray]\naddress = "local"\nlocal_slots = {most}\n'
+    )
 
 
 def p50_p95(values: list[float]) -> tuple[float, float]:
@@ -155,10 +175,62 @@ async def part_reaction(rounds: int, per_session: int) -> list[str]:
     ]
 
 
+async def streamed(base: str, k: int, seconds: float) -> list[dict[str, float]]:
+    """``k`` sessions started at once on the server at ``base``: each one's ``/metrics`` figures over
+    ``seconds`` after ``WARM_UP_S`` (counters as differences, the rest as at the end)."""
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(SessionClient(session_url(base))) for _ in range(k)]
+        await asyncio.gather(*(client.start(seed=60 + i, timeout=120) for i, client in enumerate(clients)))
+        await asyncio.sleep(WARM_UP_S)
+        before = await asyncio.to_thread(sessions_counters, base)
+        await asyncio.sleep(seconds)
+        after = await asyncio.to_thread(sessions_counters, base)
+    await asyncio.sleep(0.5)  # past the server's resume grace: the sessions are gone before the next round
+    assert len(before) == len(after) == k, f"{len(after)} sessions live of {k}"
+    return [
+        {name: value - before[sid][name] if name.endswith("_total") else value for name, value in now.items()}
+        for sid, now in after.items()
+    ]
+
+
+async def part_capacity(most: int, seconds: float) -> list[str]:
+    rows: list[str] = []
+    kept = dict.fromkeys(REAL_TIME, 0)  # threshold -> the most sessions kept, counting up from 1
+    async with served(capacity_config(most)) as base:
+        for k in range(1, most + 1):
+            figures = await streamed(base, k, seconds)
+            sent = [f["chunks_sent_total"] for f in figures]
+            on_time = [f["chunks_on_time_total"] for f in figures]
+            worst = min(o / max(1.0, n) for o, n in zip(on_time, sent, strict=True))
+            p99 = max(f.get("chunk_seconds_q0.99", float("nan")) for f in figures)
+            rows.append(
+                f"| {k} | {worst:.4f} | {sum(on_time) / sum(sent):.4f} | {sum(sent):.0f} | {1e3 * p99:.0f} |"
+            )
+            for threshold in REAL_TIME:
+                if worst >= threshold and kept[threshold] == k - 1:
+                    kept[threshold] = k
+            if worst < min(REAL_TIME):
+                break
+    return [
+        f"Sessions at once on one node (this machine, {most} slots; {seconds:g} s each after {WARM_UP_S:g} s),"
+        " chunks on time:",
+        "",
+        "| sessions | worst session | all sessions | chunks sent | chunk p99 (worst session), ms |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        *(
+            f"Sessions one node keeps in real time (each >= {100 * t:g} % on time): {n}"
+            for t, n in kept.items()
+        ),
+    ]
+
+
 async def main(args: argparse.Namespace) -> None:
     lines = await part_chunks(args.chunks, args.block)
     assert not ray.is_initialized()
     lines += ["", *await part_reaction(args.rounds, args.gestures)]
+    lines += ["", *await part_capacity(args.most, args.seconds)]
     print("\n".join(lines))
 
 
@@ -170,4 +242,6 @@ if __name__ == "__main__":
     parser.add_argument("--block", type=int, default=10, help="chunks in a row on one worker")
     parser.add_argument("--rounds", type=int, default=2, help="sessions per server in part 2")
     parser.add_argument("--gestures", type=int, default=6, help="gestures per session")
+    parser.add_argument("--most", type=int, default=6, help="most sessions at once on the node (part 3)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds each session streams (part 3)")
     asyncio.run(main(parser.parse_args()))

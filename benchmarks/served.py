@@ -113,13 +113,21 @@ def session_url(base: str) -> str:
 
 def session_counters(base: str) -> dict[str, float]:
     """The one live session's ``onstage_session_*`` figures from ``/metrics`` (blocking: call in a thread),
-    a quantile's as ``chunk_seconds_q0.5``."""
+    a quantile's as ``chunk_seconds_q0.5``; empty with no session."""
+    return next(iter(sessions_counters(base).values()), {})
+
+
+def sessions_counters(base: str) -> dict[str, dict[str, float]]:
+    """Each live session's ``onstage_session_*`` figures from ``/metrics``, by session id, as
+    ``session_counters`` gives them (blocking: call in a thread)."""
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return {
-        sample.name.removeprefix("onstage_session_")
-        + (f"_q{sample.labels['quantile']}" if "quantile" in sample.labels else ""): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name.startswith("onstage_session_")
-    }
+    counters: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("onstage_session_"):
+                name = sample.name.removeprefix("onstage_session_")
+                if "quantile" in sample.labels:
+                    name += f"_q{sample.labels['quantile']}"
+                counters.setdefault(sample.labels["session"], {})[name] = sample.value
+    return counters

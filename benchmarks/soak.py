@@ -15,7 +15,9 @@ windows (share of 1 s windows with >= 23.5 fps, as the reaction benchmark judges
 between two video frames at the client, how many inputs of each kind were answered (a reflecting frame
 or an ``input.outcome``), the server's resident memory after the warm-up minute and at the end, and the
 story store after the server stopped: SQLite's integrity check and whether every checkpoint the client
-was told about is in it.
+was told about is in it. The warm-up (the first minute) drives the session as the run does, so that memory
+is read after every kind of work has happened once; besides the two readings, the trend of readings every
+30 s says whether memory keeps growing.
 """
 
 from __future__ import annotations
@@ -73,14 +75,17 @@ async def bystander(url: str, stop: asyncio.Event, stats: Counter[str]) -> None:
         with_timeout.cancel()
 
 
-async def drive(client: SessionClient, mic: Microphone, args: argparse.Namespace) -> list[str]:
-    """The user's side of the main session until the time is up; returns the event ids of its inputs."""
-    rng = random.Random(args.seed)
+async def drive(
+    client: SessionClient, mic: Microphone, seconds: float, seed: int, rewind_s: float
+) -> list[str]:
+    """The user's side of the main session for ``seconds``, rewinding the story every ``rewind_s``; returns
+    the event ids of its inputs."""
+    rng = random.Random(seed)
     audio = sounds()
     ids: list[str] = []
-    end = time.monotonic() + 60.0 * args.minutes
+    end = time.monotonic() + seconds
     n = itertools.count()
-    next_rewind = time.monotonic() + args.rewind_s
+    next_rewind = time.monotonic() + rewind_s
     while time.monotonic() < end:
         i = next(n)
         kind = ("speech", "clap", "gesture", "knock", "text", "gesture")[i % 6]
@@ -91,13 +96,32 @@ async def drive(client: SessionClient, mic: Microphone, args: argparse.Namespace
         else:
             ids.append(await sent_input(client, {"type": "input.text", "text": rng.choice(LINES)}))
         if time.monotonic() >= next_rewind:
-            next_rewind += args.rewind_s
+            next_rewind += rewind_s
             states = client.received.of_type("story.state")
             first = next((h["checkpoint"] for h in states[-1]["history"] if h.get("checkpoint")), None)
             if first is not None:
                 await client.send({"type": "story.rewind", "checkpoint": first})
         await asyncio.sleep(rng.uniform(2.0, 4.0))
     return ids
+
+
+async def rss_samples(base: str, every_s: float) -> list[tuple[float, float]]:
+    """(minute, MiB) readings of the server's resident memory every ``every_s`` until cancelled."""
+    began, out = time.monotonic(), []
+    try:
+        while True:
+            out.append(((time.monotonic() - began) / 60.0, rss_mib(base)))
+            await asyncio.sleep(every_s)
+    except asyncio.CancelledError:
+        return out
+
+
+def slope(readings: list[tuple[float, float]]) -> float:
+    """MiB a minute: the least-squares line through the readings (0 with fewer than two)."""
+    if len(readings) < 2:
+        return 0.0
+    minutes, mib = np.asarray(readings).T
+    return float(np.polyfit(minutes, mib, 1)[0])
 
 
 async def sent_input(client: SessionClient, message: dict) -> str:
@@ -123,6 +147,8 @@ def answered(client: SessionClient, ids: list[str]) -> Counter[str]:
             out["told why not"] += 1
         else:
             out["unanswered"] += 1
+            said = [(t, m) for t, m in client.received.messages if m.get("event_id") == event_id]
+            print(f"unanswered: {event_id}: {said}", file=sys.stderr)
     return out
 
 
@@ -141,6 +167,7 @@ async def main(args: argparse.Namespace) -> None:
             config = f"""
 [server]
 story_db = "{db}"
+{args.server_toml}
 
 [director]
 base_url = "{llm.base_url}"
@@ -154,9 +181,16 @@ debounce_s = 0.05
                 stop = asyncio.Event()
                 side = asyncio.create_task(bystander(session_url(base), stop, stats))
                 async with Microphone(client) as mic:
-                    await asyncio.sleep(60.0 if args.minutes >= 5 else 10.0)  # warm-up
+                    # Warm-up: everything the run does happens once (first runs of Whisper, Piper and
+                    # YAMNet, the Director, a rewind, the bystander) before memory is first read.
+                    await drive(
+                        client, mic, 60.0 if args.minutes >= 5 else 20.0, args.seed + 1, rewind_s=30.0
+                    )
                     rss_start = rss_mib(base)
-                    ids = await drive(client, mic, args)
+                    sampler = asyncio.create_task(rss_samples(base, 30.0))
+                    ids = await drive(client, mic, 60.0 * args.minutes, args.seed, args.rewind_s)
+                    sampler.cancel()
+                    rss_trend = await sampler
                 rss_end = rss_mib(base)
                 stop.set()
                 await side
@@ -193,6 +227,7 @@ debounce_s = 0.05
             "server RSS after warm-up -> end",
             f"{rss_start:.0f} -> {rss_end:.0f} MiB ({100 * (rss_end / rss_start - 1):+.1f} %)",
         ),
+        ("server RSS trend (least squares over 30 s readings)", f"{slope(rss_trend):+.2f} MiB a minute"),
         ("story store integrity", integrity),
         ("announced checkpoints missing from the store", f"{missing} of {len(checkpoints)}"),
     ]
@@ -207,4 +242,9 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--rewind-s", type=float, default=90.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--server-toml",
+        default="",
+        help="lines for the [server] table, e.g. 'backend_options = {steps = \"1\"}'",
+    )
     uvloop.run(main(parser.parse_args()))

@@ -5,7 +5,7 @@ coordinates, x to the right, y down, optional z) and recognises four gestures:
 
 - ``point``: the index finger extended, the other three curled, held for ``hold_ms``.
 - ``thumbs_up``: a fist with the thumb extended and pointing up, held for ``hold_ms``.
-- ``raise_hand``: an open palm, upright and still, held for ``raise_hold_ms``.
+- ``raise_hand``: an open palm, all five fingers out, upright and still, held for ``raise_hold_ms``.
 - ``wave``: an open palm swinging side to side, at least ``wave_reversals`` changes of direction of at
   least ``wave_swing`` hand sizes within ``wave_window_ms``.
 
@@ -68,14 +68,20 @@ class GestureConfig(msgspec.Struct, frozen=True, kw_only=True):
     """An open palm is upright when wrist-to-middle-MCP is within 60 degrees of image-up."""
     hold_ms: float = 300.0
     raise_hold_ms: float = 600.0
+    held_share: float = 0.7
+    """A pose is held when at least this share of the frames over its hold show it (and the newest does)."""
     still_swing: float = 0.15
     """A raised hand is still when the palm moved less than this (hand sizes, peak to peak) while held."""
     wave_window_ms: float = 1500.0
     wave_reversals: int = 2
     wave_swing: float = 0.35
     release_ms: float = 500.0
+    min_size: float = 0.1
+    """A hand smaller than this (wrist to middle-finger MCP, in picture units) is not judged: too far away
+    to tell its fingers apart, or a tracker's misreading of something else."""
     max_gap_ms: float = 250.0
-    """A longer gap between frames (the hand left the picture) starts the history afresh."""
+    """A longer time since the last frame with a hand (it left the picture, or the tracker lost it) starts
+    the history afresh."""
 
 
 class HandPose(msgspec.Struct, frozen=True):
@@ -104,17 +110,23 @@ class HandPose(msgspec.Struct, frozen=True):
         return not any(self.fingers) and self.thumb_extended and self.thumb_up
 
 
+def read_points(points: Sequence[Sequence[float]] | np.ndarray, field: str, count: int) -> np.ndarray:
+    """Validate ``count`` points of (x, y[, z]) and return them as a (count, 2) array of image x, y
+    (``BadInput`` naming ``field`` otherwise)."""
+    try:
+        arr = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(field, f"not a numeric array: {exc}") from None
+    if arr.ndim != 2 or arr.shape[0] != count or arr.shape[1] not in (2, 3):
+        raise BadInput(field, f"expected {count} points of (x, y[, z]), got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise BadInput(field, "NaN or infinite coordinates")
+    return arr[:, :2]
+
+
 def read_landmarks(landmarks: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     """Validate one hand's landmarks and return them as a (21, 2) array of image x, y."""
-    try:
-        arr = np.asarray(landmarks, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise BadInput("landmarks", f"not a numeric array: {exc}") from None
-    if arr.ndim != 2 or arr.shape[0] != N_LANDMARKS or arr.shape[1] not in (2, 3):
-        raise BadInput("landmarks", f"expected {N_LANDMARKS} points of (x, y[, z]), got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise BadInput("landmarks", "NaN or infinite coordinates")
-    return arr[:, :2]
+    return read_points(landmarks, "landmarks", N_LANDMARKS)
 
 
 def hand_pose(points: np.ndarray, t_ms: float, config: GestureConfig) -> HandPose:
@@ -146,7 +158,7 @@ def hand_pose(points: np.ndarray, t_ms: float, config: GestureConfig) -> HandPos
     )
 
 
-def _reversals(xs: np.ndarray, min_swing: float) -> int:
+def reversals(xs: np.ndarray, min_swing: float) -> int:
     """Changes of direction in ``xs`` whose swings are each at least ``min_swing`` (a zigzag count).
 
     The first swing only sets the direction; every later swing the other way is one reversal.
@@ -166,71 +178,31 @@ def _reversals(xs: np.ndarray, min_swing: float) -> int:
     return count
 
 
-class LandmarkGestureClassifier:
-    """Turns a stream of hand-landmark frames into ``Gesture`` events (``source="landmarks"``)."""
+def check_time(t_ms: object, last_t: float | None) -> float:
+    """A frame's time as a float: finite and after ``last_t`` (``BadInput`` naming ``t_ms`` otherwise)."""
+    if isinstance(t_ms, bool) or not isinstance(t_ms, int | float) or not math.isfinite(t_ms):
+        raise BadInput("t_ms", f"must be a finite number, got {t_ms!r}")
+    if last_t is not None and t_ms <= last_t:
+        raise BadInput("t_ms", f"frames must move forward in time: {t_ms} after {last_t}")
+    return float(t_ms)
 
-    def __init__(self, stamper: Stamper, config: GestureConfig | None = None) -> None:
+
+Seen = dict[str, tuple[float, float, float]]
+"""Gestures visible in a frame, each with (confidence, x, y)."""
+
+
+class Onsets:
+    """Which visible gestures start now: each fires when it appears and again only once it has been out
+    of sight for ``release_ms``, so a gesture held or repeated without a pause is one event."""
+
+    def __init__(self, stamper: Stamper, release_ms: float) -> None:
         self.stamper = stamper
-        self.config = config or GestureConfig()
-        self._history: deque[HandPose] = deque()
+        self.release_ms = release_ms
         self._last_seen: dict[str, float] = {}
         self._active: set[str] = set()
-        self._last_t: float | None = None
 
-    def feed(self, landmarks: Sequence[Sequence[float]] | np.ndarray | None, t_ms: float) -> list[Gesture]:
-        """Take one frame at ``t_ms`` (``None`` when no hand is seen); returns gestures that start now."""
-        if not isinstance(t_ms, int | float) or not math.isfinite(t_ms):
-            raise BadInput("t_ms", f"must be a finite number, got {t_ms!r}")
-        if self._last_t is not None and t_ms <= self._last_t:
-            raise BadInput("t_ms", f"frames must move forward in time: {t_ms} after {self._last_t}")
-        points = None if landmarks is None else read_landmarks(landmarks)
-        self._last_t = float(t_ms)
-        cfg = self.config
-        if points is None or (self._history and t_ms - self._history[-1].t_ms > cfg.max_gap_ms):
-            self._history.clear()
-        if points is not None:
-            self._history.append(hand_pose(points, float(t_ms), cfg))
-        horizon = max(cfg.wave_window_ms, cfg.raise_hold_ms, cfg.hold_ms)
-        while self._history and t_ms - self._history[0].t_ms > horizon:
-            self._history.popleft()
-        return self._fire(self._recognise(float(t_ms)), float(t_ms))
-
-    def _held(self, t_ms: float, span_ms: float, test) -> list[HandPose]:
-        """The poses of the last ``span_ms`` if every one passes ``test`` and they cover the span."""
-        poses = [p for p in self._history if t_ms - p.t_ms <= span_ms]
-        if not poses or t_ms - poses[0].t_ms < span_ms * 0.9 or not all(test(p) for p in poses):
-            return []
-        return poses
-
-    def _recognise(self, t_ms: float) -> dict[str, tuple[float, float, float]]:
-        """Gestures visible now, each with (confidence, x, y)."""
-        cfg = self.config
-        found: dict[str, tuple[float, float, float]] = {}
-        if not self._history:
-            return found
-        window = [p for p in self._history if t_ms - p.t_ms <= cfg.wave_window_ms]
-        size = float(np.median([p.size for p in window]))
-        open_poses = [p for p in window if p.open_palm or sum(p.fingers) >= 3]
-        if len(open_poses) >= 0.8 * len(window) and len(window) >= 3:
-            xs = np.array([p.palm_x for p in open_poses])
-            turns = _reversals(xs, cfg.wave_swing * size)
-            if turns >= cfg.wave_reversals:
-                last = open_poses[-1]
-                found["wave"] = (min(1.0, turns / (cfg.wave_reversals + 1)), last.palm_x, last.palm_y)
-        raised = self._held(t_ms, cfg.raise_hold_ms, lambda p: p.open_palm and p.upright)
-        if raised and "wave" not in found:
-            xs = np.array([p.palm_x for p in raised])
-            if np.ptp(xs) < cfg.still_swing * size:
-                found["raise_hand"] = (1.0, raised[-1].palm_x, raised[-1].palm_y)
-        pointing = self._held(t_ms, cfg.hold_ms, lambda p: p.pointing)
-        if pointing:
-            found["point"] = (1.0, *pointing[-1].index_tip)
-        thumbs = self._held(t_ms, cfg.hold_ms, lambda p: p.thumbs_up)
-        if thumbs:
-            found["thumbs_up"] = (1.0, thumbs[-1].palm_x, thumbs[-1].palm_y)
-        return found
-
-    def _fire(self, found: dict[str, tuple[float, float, float]], t_ms: float) -> list[Gesture]:
+    def update(self, found: Seen, t_ms: float) -> list[Gesture]:
+        """The ``Gesture`` events (``source="landmarks"``) of what ``found`` shows for the first time."""
         events = []
         for name, (confidence, x, y) in found.items():
             self._last_seen[name] = t_ms
@@ -247,6 +219,82 @@ class LandmarkGestureClassifier:
                     )
                 )
         for name in list(self._active):
-            if t_ms - self._last_seen[name] >= self.config.release_ms:
+            if t_ms - self._last_seen[name] >= self.release_ms:
                 self._active.discard(name)
         return events
+
+
+class LandmarkGestureClassifier:
+    """Turns a stream of hand-landmark frames into ``Gesture`` events (``source="landmarks"``)."""
+
+    def __init__(self, stamper: Stamper, config: GestureConfig | None = None) -> None:
+        self.stamper = stamper
+        self.config = config or GestureConfig()
+        self._history: deque[HandPose] = deque()
+        self._onsets = Onsets(stamper, self.config.release_ms)
+        self._last_t: float | None = None
+
+    def feed(self, landmarks: Sequence[Sequence[float]] | np.ndarray | None, t_ms: float) -> list[Gesture]:
+        """Take one frame at ``t_ms`` (``None`` when no hand is seen); returns gestures that start now."""
+        t_ms = check_time(t_ms, self._last_t)
+        points = None if landmarks is None else read_landmarks(landmarks)
+        self._last_t = t_ms
+        cfg = self.config
+        # A frame without a hand does not end the history at once: a tracker loses a hand for a frame now
+        # and then. A longer gap since the last hand does.
+        if self._history and t_ms - self._history[-1].t_ms > cfg.max_gap_ms:
+            self._history.clear()
+        pose = None if points is None else hand_pose(points, t_ms, cfg)
+        if pose is not None and pose.size >= cfg.min_size:
+            self._history.append(pose)
+        horizon = max(cfg.wave_window_ms, cfg.raise_hold_ms, cfg.hold_ms)
+        while self._history and t_ms - self._history[0].t_ms > horizon:
+            self._history.popleft()
+        return self._onsets.update(self._recognise(t_ms), t_ms)
+
+    def _held(self, t_ms: float, span_ms: float, test) -> tuple[list[HandPose], float]:
+        """The poses of the last ``span_ms`` that pass ``test``, and their share of all its poses: when
+        the hand was seen all the span, the newest pose passes, at least ``held_share`` of them pass (a
+        tracker misjudges a finger now and then) and those span half of it at least; else none."""
+        # The history is unbroken (a gap empties it), so the hand was seen all along when its oldest pose
+        # is old enough: at a dozen frames a second the poses inside the span need not reach its start.
+        if not self._history or t_ms - self._history[0].t_ms < span_ms * 0.9:
+            return [], 0.0
+        poses = [p for p in self._history if t_ms - p.t_ms <= span_ms]
+        if not poses or not test(poses[-1]):
+            return [], 0.0
+        passing = [p for p in poses if test(p)]
+        share = len(passing) / len(poses)
+        if share < self.config.held_share or passing[-1].t_ms - passing[0].t_ms < span_ms / 2:
+            return [], 0.0  # too few of the frames, or seen in too short a part of the span
+        return passing, share
+
+    def _recognise(self, t_ms: float) -> Seen:
+        """Gestures visible now, each with (confidence, x, y)."""
+        cfg = self.config
+        found: Seen = {}
+        if not self._history:
+            return found
+        window = [p for p in self._history if t_ms - p.t_ms <= cfg.wave_window_ms]
+        size = float(np.median([p.size for p in window]))
+        open_poses = [p for p in window if p.open_palm or sum(p.fingers) >= 3]
+        if len(open_poses) >= 0.8 * len(window) and len(window) >= 3:
+            xs = np.array([p.palm_x for p in open_poses])
+            turns = reversals(xs, cfg.wave_swing * size)
+            if turns >= cfg.wave_reversals:
+                last = open_poses[-1]
+                found["wave"] = (min(1.0, turns / (cfg.wave_reversals + 1)), last.palm_x, last.palm_y)
+        raised, share = self._held(
+            t_ms, cfg.raise_hold_ms, lambda p: p.open_palm and p.thumb_extended and p.upright
+        )
+        if raised and "wave" not in found:
+            xs = np.array([p.palm_x for p in raised])
+            if np.ptp(xs) < cfg.still_swing * size:
+                found["raise_hand"] = (share, raised[-1].palm_x, raised[-1].palm_y)
+        pointing, share = self._held(t_ms, cfg.hold_ms, lambda p: p.pointing)
+        if pointing:
+            found["point"] = (share, *pointing[-1].index_tip)
+        thumbs, share = self._held(t_ms, cfg.hold_ms, lambda p: p.thumbs_up)
+        if thumbs:
+            found["thumbs_up"] = (share, thumbs[-1].palm_x, thumbs[-1].palm_y)
+        return found

@@ -109,19 +109,23 @@ class SegmentTranscriber:
 
 
 class Hearing:
-    """YAMNet and Whisper, loaded once; ``None`` configs leave a listener out."""
+    """YAMNet and Whisper, loaded once; ``None`` configs leave a listener out. ``yamnet`` and ``transcriber``
+    given: those (served elsewhere, say) rather than models loaded in this process."""
 
     def __init__(
         self,
         sounds: SoundClassConfig | None = SoundClassConfig(),  # noqa: B008 (an immutable Struct)
         transcripts: TranscriberConfig | None = TranscriberConfig(),  # noqa: B008
         speculate: bool = True,
+        *,
+        yamnet: YamNet | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         self.sounds = sounds
         self.speculate = speculate
         """Whether transcription starts when a segment's silence begins (``SegmentTranscriber``)."""
-        self.yamnet = YamNet(threads=sounds.threads) if sounds is not None else None
-        self.transcriber = Transcriber(transcripts) if transcripts is not None else None
+        self.yamnet = (yamnet or YamNet(threads=sounds.threads)) if sounds is not None else None
+        self.transcriber = (transcriber or Transcriber(transcripts)) if transcripts is not None else None
 
     def listeners(self, stamper: Stamper, threaded: bool = True) -> list[Listener]:
         """One session's heavy listeners; ``threaded=False`` runs the transcriber inline (files, tests)."""

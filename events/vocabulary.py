@@ -110,7 +110,7 @@ class SoundClass(Event, frozen=True, kw_only=True, tag="sound.class"):
 
 
 class Gesture(Event, frozen=True, kw_only=True, tag="gesture"):
-    """A gesture by the user, reported by a client or recognised from hand landmarks."""
+    """A gesture by the user, reported by a client or recognised from the landmarks of its camera."""
 
     gesture: str
     confidence: float = 1.0

@@ -24,6 +24,8 @@ from events.vocabulary import (
     Transcript,
 )
 from server import protocol as p
+from server.client_camera import CameraGestures
+from server.client_camera import handle as handle_camera
 from server.client_voice import CLIENT_VOICE_MESSAGES, voice_of
 from server.client_voice import handle as handle_voice
 from server.core.conductor import Conductor, Refused
@@ -37,12 +39,16 @@ class ProtocolAdapter:
     def __init__(self, conductor: Conductor) -> None:
         self.conductor = conductor
         self._seq = 0  # media frames numbered on, across the session's connections
+        self._camera: CameraGestures | None = None  # made on the first input.landmarks
 
     async def handle(self, msg: p.ClientMessage) -> list[p.ServerMessage]:
         """A client message after ``session.start``; the answers to send (``ProtocolError`` if bad)."""
         core, ref = self.conductor, msg.ref
         if isinstance(msg, CLIENT_VOICE_MESSAGES):
             return await handle_voice(voice_of(core.player), core.bus, core.stamper, msg)
+        if isinstance(msg, p.InputLandmarks):
+            self._camera = self._camera or CameraGestures(core.stamper)
+            return await handle_camera(self._camera, core, msg)
         try:
             match msg:
                 case p.Ping():
@@ -78,6 +84,10 @@ class ProtocolAdapter:
         except Refused as exc:
             raise p.ProtocolError(p.ErrorCode.BAD_FIELD, str(exc), ref) from None
         raise p.ProtocolError(p.ErrorCode.UNKNOWN_TYPE, f"unknown message type {type(msg).__name__}", ref)
+
+    def reconnected(self) -> None:
+        """A client resumed the session: its camera's frames run on a new clock (a new page's)."""
+        self._camera = None
 
     def voice_in(self, frame: bytes) -> None:
         """A binary ``0x04`` frame: the character's voice from the client (``ProtocolError`` if bad)."""

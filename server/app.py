@@ -13,7 +13,9 @@ Sessions outlive their connection for ``resume_grace_s``: the client may come ba
 waiting so is paused (it generates nothing, its media clock stops) and does not hold one of the
 live slots (as many as its generators measurably keep real-time, at most ``max_sessions``:
 ``server.admission``); at most ``max_waiting_sessions`` wait, and when one more leaves, the session
-that has waited longest is ended.
+that has waited longest is ended. A session not held here can come back too (``SessionFactory.revive``):
+a story session from the story store, or, with generator slots on a Ray cluster, a session another front
+end opened, whose generator this server then takes over.
 """
 
 from __future__ import annotations
@@ -28,13 +30,11 @@ import secrets
 import time
 from collections.abc import AsyncIterable, Awaitable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import msgspec
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
@@ -53,19 +53,16 @@ from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServerMetrics
 from server.otel import TurnTelemetry
 from server.outbox import Outbox
+from server.responses import client_token, page_file, response
 from server.sessions import SessionFactory
+from server.vendor import vendor_file
 from server.webrtc.settings import RtcSettings
-from streaming_model.pool import NoFreeSlot
+from streaming_model.pool import NoFreeSlot, TakenOver
 
 if TYPE_CHECKING:
     from server.webrtc.endpoint import RtcEndpoint
 
 log = logging.getLogger(__name__)
-
-PAGE_DIR = Path(__file__).parent / "page"
-# Served by name from this list: no path is ever built from what a request says.
-PAGE_FILES = frozenset(path.name for path in PAGE_DIR.iterdir() if path.is_file())
-CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
 
 
 @dataclass
@@ -96,6 +93,7 @@ class Stats:
     errors_total: int = 0
     media_dropped_total: int = 0
     evicted_total: int = 0  # waiting sessions ended early to make room for a newer one
+    lost_no_slot_total: int = 0  # sessions whose generator's worker died with no other slot free
 
 
 class OnstageServer:
@@ -182,40 +180,37 @@ class OnstageServer:
         assert self._gate is not None
         refusal = self._gate.refusal(request.headers)
         if refusal is not None:
-            return _response(http.HTTPStatus.FORBIDDEN, f"forbidden: {refusal}\n".encode())
+            return response(http.HTTPStatus.FORBIDDEN, f"forbidden: {refusal}\n".encode())
         url = urlsplit(request.path)
         if url.path in ("/v1/session", "/v1/rtc", "/metrics") and not self._token_ok(request):
-            return _response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
+            return response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
         if url.path == "/v1/session":
             return None
         if url.path == "/v1/rtc":
             return self._rtc_answer(url.query, request)
         if url.path == "/healthz":
             body = msgspec.json.encode({"status": "ok", "sessions": len(self.sessions)})
-            return _response(http.HTTPStatus.OK, body, "application/json")
+            return response(http.HTTPStatus.OK, body, "application/json")
         if url.path == "/metrics":
-            return _response(http.HTTPStatus.OK, self.metrics.exposition(), METRICS_CONTENT_TYPE)
-        name = "index.html" if url.path == "/" else url.path.removeprefix("/static/")
-        if name in PAGE_FILES:
-            path = PAGE_DIR / name
-            return _response(
-                http.HTTPStatus.OK, path.read_bytes(), CONTENT_TYPES.get(path.suffix, "text/plain")
-            )
-        return _response(http.HTTPStatus.NOT_FOUND, b"not found\n")
+            return response(http.HTTPStatus.OK, self.metrics.exposition(), METRICS_CONTENT_TYPE)
+        if (vendored := vendor_file(url.path)) is not None:
+            return response(http.HTTPStatus.OK, *vendored)
+        page = page_file("index.html" if url.path == "/" else url.path.removeprefix("/static/"))
+        return page if page is not None else response(http.HTTPStatus.NOT_FOUND, b"not found\n")
 
     async def _rtc_answer(self, query: str, request: Request) -> Response:
         """``GET /v1/rtc?offer=``: a WebRTC peer for this client (``server.webrtc.endpoint``)."""
         if self.rtc is None:
-            return _response(
+            return response(
                 http.HTTPStatus.NOT_IMPLEMENTED,
                 b"this server does not offer WebRTC; use the WebSocket at /v1/session\n",
             )
-        token = _client_token(request) if self.token_secret is not None else None
+        token = client_token(request) if self.token_secret is not None else None
         status, body, content_type = await self.rtc.answer(query, token)
-        return _response(status, body, content_type)
+        return response(status, body, content_type)
 
     def _token_ok(self, request: Request) -> bool:
-        return self.token_secret is None or check_token(self.token_secret, _client_token(request))
+        return self.token_secret is None or check_token(self.token_secret, client_token(request))
 
     def dropped_of(self, live: LiveSession) -> int:
         """Media frames dropped for ``live``'s client (all its connections, and while it had none)."""
@@ -236,7 +231,7 @@ class OnstageServer:
             backlog_s=self.limits.media_backlog_s,
         )
         outbox.start()
-        token = _client_token(ws.request) if self.token_secret is not None and ws.request else None
+        token = client_token(ws.request) if self.token_secret is not None and ws.request else None
         try:
             await self.serve_client(outbox, ws, token)
         except ConnectionClosed:
@@ -364,9 +359,7 @@ class OnstageServer:
         self.stats.sessions_total += 1
         started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
         await outbox.put(p.encode_server(started), droppable=False)
-        live.conductor.on_fatal = lambda message: self._fail(
-            live, p.Error(code=p.ErrorCode.INTERNAL, message=message, fatal=True)
-        )
+        live.conductor.on_fatal = lambda task, exc: self._task_failed(live, task, exc)
         live.conductor.media.observer = self.metrics
         if isinstance(player := live.conductor.player, CharacterVoice):
             player.notify = lambda message: self._tell(live, message)
@@ -380,14 +373,30 @@ class OnstageServer:
         if live.outbox is not None:
             self._background(live.outbox.put(p.encode_server(message), droppable=False))
 
-    async def _fail(self, live: LiveSession, error: p.Error) -> None:
-        """A session broke inside: the client gets the fatal error and the connection closes."""
+    async def _task_failed(self, live: LiveSession, task: str, exc: BaseException) -> None:
+        """A task the session needs failed, so it ends here. Its generator was taken over by another front
+        end (a client resumed the session there): the connection closes as for a resume elsewhere. Its
+        generator's worker died and no other slot was free: a fatal ``rate_limited``, counted. Anything
+        else: a fatal ``internal``."""
+        if isinstance(exc, TakenOver):
+            await self._fail(live, None, 1000, "resumed elsewhere")
+            return
+        if isinstance(exc, NoFreeSlot):
+            self.stats.lost_no_slot_total += 1
+            error = p.Error(code=p.ErrorCode.RATE_LIMITED, message=str(exc), fatal=True)
+        else:
+            error = p.Error(code=p.ErrorCode.INTERNAL, message=f"the session failed ({task})", fatal=True)
+        await self._fail(live, error, 1011, "session failed")
+
+    async def _fail(self, live: LiveSession, error: p.Error | None, code: int, reason: str) -> None:
+        """End a session from inside: the client gets ``error`` (if any), then the connection closes."""
         outbox = live.outbox
         await self._end(live)
         if outbox is not None:
-            await outbox.put(p.encode_server(error), droppable=False)
+            if error is not None:
+                await outbox.put(p.encode_server(error), droppable=False)
             await outbox.close()
-            await outbox.hang_up(1011, "session failed")
+            await outbox.hang_up(code, reason)
 
     async def _resume(self, msg: p.SessionStart, outbox: Connection) -> LiveSession:
         assert msg.resume is not None
@@ -433,6 +442,7 @@ class OnstageServer:
             ref=msg.ref,
         )
         await outbox.put(p.encode_server(started), droppable=False)
+        live.adapter.reconnected()
         live.conductor.attach(outbox.sink(live.adapter))
         if previous is not None and previous is not outbox:
             live.conductor.away.missed(previous.unsent())  # told on the new connection
@@ -487,24 +497,3 @@ class OnstageServer:
         self.sessions.pop(live.conductor.session_id, None)
         self.stats.media_dropped_total += self.dropped_of(live)
         return True
-
-
-def _client_token(request: Request) -> str | None:
-    """The token of ``Authorization: Bearer`` (one such header) or else of ``?token=`` (for browsers)."""
-    bearer = [
-        v[7:].strip(" \t")
-        for v in request.headers.get_all("Authorization")
-        if v.lower().startswith("bearer ")
-    ]
-    if len(bearer) == 1:
-        return bearer[0]
-    return parse_qs(urlsplit(request.path).query).get("token", [None])[0]
-
-
-def _response(
-    status: http.HTTPStatus, body: bytes, content_type: str = "text/plain; charset=utf-8"
-) -> Response:
-    headers = Headers(
-        [("Content-Type", content_type), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")]
-    )
-    return Response(status.value, status.phrase, headers, body)

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
+    from events.hearing import Hearing
+    from events.transcriber import TranscriberConfig
     from server.config import ServerConfig
+    from server.voice import Voice
     from streaming_model.backend import Backend
     from streaming_model.pool import WorkerPool
 
@@ -145,12 +148,17 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     print(f"onstage: loading the models (backend {config.backend})...", file=sys.stderr)
     backend: Backend | None = None
     workers: WorkerPool | None = None
+    transcripts = TranscriberConfig(whisper=WhisperConfig(window_s=config.whisper_window_s))
+    voice: Voice | None = None
+    hearing: Hearing | None = None
     try:
         if config.ray.address is None:
             backend = await asyncio.to_thread(open_backend, config.backend, dict(config.backend_options))
             workers = in_process(backend, config.batching, config.lanes, config.max_batch)
         else:
             workers = await _ray_slots(config)
+            if config.ray.shared_encoders:
+                voice, hearing = await _shared_encoders(config, transcripts)
     except (ValueError, WeightsError, RuntimeError) as exc:
         print(f"onstage serve: {exc}", file=sys.stderr)
         return 2
@@ -161,10 +169,8 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         defaults=SessionDefaults(character=config.character, plan=config.plan),
         story_db=config.story_db,
         workers=workers,
-        hearing=Hearing(
-            transcripts=TranscriberConfig(whisper=WhisperConfig(window_s=config.whisper_window_s)),
-            speculate=config.speculative_transcripts,
-        ),
+        voice=voice,
+        hearing=hearing or Hearing(transcripts=transcripts, speculate=config.speculative_transcripts),
         ears=EarsConfig(turn=server_turn(config.punctuated_silence_ms)),
         speech=config.speech(),
     )
@@ -200,6 +206,19 @@ async def _ray_slots(config: ServerConfig) -> WorkerPool:
         ) from None
     print(f"onstage: bringing up generator slots on Ray ({config.ray.address})...", file=sys.stderr)
     return await asyncio.to_thread(RaySlots.connect, config.ray, config.backend, dict(config.backend_options))
+
+
+async def _shared_encoders(config: ServerConfig, transcripts: TranscriberConfig) -> tuple[Voice, Hearing]:
+    """The voice and hearing of a front end whose encoders are the cluster's shared actor."""
+    from server.cluster.remote_encoders import shared_voice_and_hearing
+
+    print("onstage: bringing up the shared encoders on Ray...", file=sys.stderr)
+    return await asyncio.to_thread(
+        shared_voice_and_hearing,
+        transcripts,
+        config.speculative_transcripts,
+        timeout_s=config.ray.start_timeout_s,
+    )
 
 
 def _token(args: argparse.Namespace) -> int:

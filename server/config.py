@@ -53,11 +53,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     punctuated_silence_ms: float = 0.0
     """Silence that ends a turn whose last transcript ends a sentence (``events.turn``): 0, at the VAD's
     stop, as soon as that transcript is there."""
-    voice_start: VoiceStart = "next_chunk"
-    """Where the character's speech starts (``server.speech``): ``next_chunk``, a chunk after the one
-    that cued it, the same frames for the same seed and inputs; ``when_ready``, from the first frame not
-    yet sent once its first audio is synthesised (sooner, but where scripted speech starts, and so the
-    frames, then depend on Piper's speed)."""
+    voice_start: VoiceStart = "cue_chunk"
+    """Where the character's speech starts (``server.speech``): ``cue_chunk``, with the chunk that cued
+    it, or ``next_chunk``, a chunk after it, the same frames for the same seed and inputs either way;
+    ``when_ready``, from the first frame not yet sent once its first audio is synthesised (where scripted
+    speech starts, and so the frames, then depend on Piper's speed)."""
     voice_first_clause: bool = True
     """Synthesise a reply's first clause (up to its first comma) on its own, so its first audio is ready
     sooner (Piper's time grows with the text). The same text is split the same way every time."""

@@ -127,6 +127,11 @@ class _ServerCollector(Collector):
         )
         yield _counter("onstage_sessions_started", "Sessions started.", stats.sessions_total)
         yield _counter("onstage_sessions_refused", "Sessions refused at capacity.", stats.refused_total)
+        yield _counter(
+            "onstage_sessions_lost_no_slot",
+            "Sessions ended because their generator's worker died and no other generator slot was free.",
+            stats.lost_no_slot_total,
+        )
         yield _counter("onstage_client_errors", "Client messages answered with an error.", stats.errors_total)
         yield _counter(
             "onstage_frames_dropped",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import numpy as np
@@ -136,6 +136,22 @@ class InputSpeech(ClientMessage, kw_only=True, tag="input.speech"):
     state: Literal["started", "stopped"]
 
 
+MAX_CAMERA_MS = 1e12
+"""The latest landmark frame time accepted (ms on the client's clock: about 30 years)."""
+Coordinate = Annotated[float, msgspec.Meta(ge=-0.5, le=1.5)]
+"""A landmark's x or y in the picture (0..1; a point of a hand at the edge may lie a little outside)."""
+Point = tuple[Coordinate, Coordinate]
+
+
+class InputLandmarks(ClientMessage, kw_only=True, tag="input.landmarks"):
+    """(Extension) What the client's camera shows at ``t_ms``, as landmarks only (``server.client_camera``):
+    one hand's 21 points and the face's 6 keypoints, each absent (null) when not seen."""
+
+    t_ms: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_CAMERA_MS)]
+    hand: Annotated[list[Point], msgspec.Meta(min_length=21, max_length=21)] | None = None
+    face: Annotated[list[Point], msgspec.Meta(min_length=6, max_length=6)] | None = None
+
+
 CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
     SessionStart,
     InputText,
@@ -150,6 +166,7 @@ CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
     VoiceStart,
     VoiceEnd,
     InputSpeech,
+    InputLandmarks,
 )
 _BY_TYPE: dict[str, type[ClientMessage]] = {str(m.__struct_config__.tag): m for m in CLIENT_MESSAGES}
 _DECODERS = {tag: msgspec.json.Decoder(cls) for tag, cls in _BY_TYPE.items()}
@@ -318,6 +335,18 @@ class InputTranscriptOut(ServerMessage, kw_only=True, tag="input.transcript"):
     final: bool
 
 
+class InputGestureSeen(ServerMessage, kw_only=True, tag="input.gesture"):
+    """(Extension) A gesture recognised in the client's ``input.landmarks``: event ``event_id``, seen in the
+    frame at the client's ``t_ms`` (``x``, ``y`` where: the fingertip of a point, else the hand or nose)."""
+
+    event_id: str
+    gesture: str
+    confidence: float
+    x: float | None = None
+    y: float | None = None
+    t_ms: float
+
+
 class CharacterSpeech(ServerMessage, kw_only=True, tag="character.speech"):
     text: str
     state: Literal["started", "ended", "interrupted"]
@@ -442,6 +471,7 @@ AnyServerMessage = Union[  # noqa: UP007 (kept as a named union for clients that
     InputSpeechStopped,
     InputSound,
     InputTranscriptOut,
+    InputGestureSeen,
     CharacterSpeech,
     DirectorPlan,
     StoryState,

@@ -6,6 +6,11 @@ bus and ids, its ears, its minds (realizer with reflexes, script or Director), i
 a model worker (reserved from the pool before the session starts: ``NoFreeSlot`` when none is free) and
 its speech player, all wired into one ``Conductor``. A session's clock, picture and vocabulary are its
 backend's (``workers.manifest``).
+
+Where the pool's workers live outside this process (generator slots on a Ray cluster), a session is opened
+with a note of its ``session.start`` and a hash of its resume token beside its generator, so that another
+front end can take it over (``revive``): the generator goes on exactly where it was, the minds start
+afresh from the note. A story session keeps no such note: its story lives in this server's story store.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
 from streaming_model.lanes import Lanes
-from streaming_model.pool import LocalWorkers, WorkerPool
+from streaming_model.pool import LocalWorkers, Resumable, WorkerPool
 from streaming_model.worker import GeneratorWorker
 from streaming_model.world.palette import NUM_IDENTITIES
 from tools.character import build_toolbox
@@ -131,7 +136,8 @@ class SessionFactory:
     ) -> tuple[Conductor, p.SessionStarted]:
         """A conductor for ``start`` (not started yet); ``ValueError`` names a bad field."""
         story, script = await asyncio.to_thread(self._load, start)
-        conductor, tools = await self._build(session_id, start, script)
+        note = Resumable.of(msgspec.json.encode(start), resume_token) if story is None else None
+        conductor, tools = await self._build(session_id, start, script, note)
         if story is not None:
             store = await self._story_store()
             minds = conductor.minds
@@ -154,14 +160,16 @@ class SessionFactory:
         return conductor, self.started_message(session_id)
 
     async def revive(self, session_id: str, resume_token: str) -> Conductor | None:
-        """A story session of an earlier server, rebuilt from the story store at its last checkpoint
-        (story, Director memory, realizer and generator state); None if unknown or the token is wrong.
-        ``ValueError`` says why a known session cannot come back (its checkpoint is unreadable, say)."""
+        """A session not held by this server: a story session of an earlier server, rebuilt from the story
+        store at its last checkpoint (story, Director memory, realizer and generator state), or a session
+        another front end opened whose generator the pool can claim (``take_over``); None if unknown or
+        the token is wrong. ``ValueError`` says why a known session cannot come back (its checkpoint is
+        unreadable, say)."""
         start = await asyncio.to_thread(self._records().load, session_id, resume_token)
         if start is None:
-            return None
+            return await self.take_over(session_id, resume_token)
         _, script = await asyncio.to_thread(self._load, start)
-        conductor, tools = await self._build(session_id, start, script)
+        conductor, tools = await self._build(session_id, start, script, None)
         minds = conductor.minds
         try:
             player, restored = await StoryPlayer.resume(
@@ -178,6 +186,24 @@ class SessionFactory:
             raise ValueError(f"the saved story session cannot be continued: {exc}") from None
         if minds.director is not None:
             register_story_tools(tools, player)
+        return conductor
+
+    async def take_over(self, session_id: str, resume_token: str) -> Conductor | None:
+        """Session ``session_id`` of another front end (alive or not), if the pool holds its generator and
+        ``resume_token`` is its token: new minds from its start note, around its generator, which goes on
+        from the chunk it had reached (the front end that had it is refused from then on). None if the
+        pool knows no such session."""
+        claimed = await self.workers.claim(session_id, resume_token)
+        if claimed is None:
+            return None
+        try:
+            start = msgspec.json.decode(claimed.note, type=p.SessionStart)
+            _, script = await asyncio.to_thread(self._load, start)
+            conductor, _ = self._wire(session_id, script, self._mind(start), claimed.worker)
+        except BaseException:
+            await claimed.worker.close()
+            raise
+        await conductor.continue_from(claimed.next_chunk, None)
         return conductor
 
     async def _story_store(self) -> CheckpointStore:
@@ -213,19 +239,26 @@ class SessionFactory:
             raise ValueError("the plan or story named could not be read") from None
         return story, script
 
+    def _mind(self, start: p.SessionStart) -> Mind:
+        """The mind ``start`` asks for; ``ValueError`` if this server cannot give it."""
+        try:
+            return choose_mind(start.director, self.director)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
     async def _build(
-        self, session_id: str, start: p.SessionStart, script: Script | None
+        self, session_id: str, start: p.SessionStart, script: Script | None, note: Resumable | None
     ) -> tuple[Conductor, ToolBox]:
-        """The session's parts around a worker from the pool (``NoFreeSlot`` if there is none)."""
+        """The session's parts around a worker from the pool (``NoFreeSlot`` if there is none), opened
+        with ``note`` for other front ends."""
         character = start.character or self.defaults.character
         if character not in CHARACTERS:
             raise ValueError(f"character: unknown {character!r}; known: {', '.join(CHARACTERS)}")
-        try:
-            mind = choose_mind(start.director, self.director)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+        mind = self._mind(start)
         seed = start.seed if start.seed is not None else int.from_bytes(session_id.encode()[:4], "big")
-        worker = await self.workers.open(identity=CHARACTERS.index(character), seed=seed, name=session_id)
+        worker = await self.workers.open(
+            identity=CHARACTERS.index(character), seed=seed, name=session_id, resumable=note
+        )
         try:
             return self._wire(session_id, script, mind, worker)
         except BaseException:

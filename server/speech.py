@@ -3,7 +3,10 @@
 The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). Audio is sliced per video
 frame on the realizer's manifest's clock: rate/fps samples a frame. The player synthesises it
 sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
-playback), and the mouth of every chunk follows the voice's real loudness envelope.
+playback), and the mouth of every chunk follows the voice's real loudness envelope. A chunk's decision
+waits for the audio of its frames, so the part it will wait for next (the first sentence, or any part
+when less than ``URGENT_AHEAD_S`` of audio is ready beyond the frames decided) is synthesised at the
+video's priority; the rest below it (``Voice.synthesize_async``).
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
 interruption the words that were actually played (``heard_text``); the realizer publishes them as
 ``character.speech`` events, which the Director's memory and the client both read. It traces the cue and
@@ -12,9 +15,9 @@ the first sentence synthesised under the cue's cause (``events.tracing``).
 ``SpeechConfig`` holds the two switches that trade exactness for an earlier first sound:
 ``first_clause`` synthesises a first sentence's first clause (up to its first comma) on its own, as
 Piper's time grows with the text; ``start`` says where cued speech begins (see ``Decider``):
-``next_chunk`` a chunk after its cue, the mouth waiting for the audio (the same inputs give the same
-frames), or ``when_ready`` from the first frame not yet sent once its audio is there (the first sound
-comes sooner; where it starts, and so the frames, then depend on how fast Piper ran).
+``cue_chunk`` with the chunk that cued it or ``next_chunk`` a chunk after it, the mouth waiting for the
+audio either way (the same inputs give the same frames), or ``when_ready`` from the first frame not yet
+sent once its audio is there (where it starts, and so the frames, then depend on how fast Piper ran).
 """
 
 from __future__ import annotations
@@ -33,17 +36,22 @@ from events.tracing import SPEECH_CUED, SPEECH_SYNTHESISED, Tracer
 from server.media import MediaClock
 from server.voice import Utterance, Voice
 
-VoiceStart = Literal["next_chunk", "when_ready"]
+VoiceStart = Literal["cue_chunk", "next_chunk", "when_ready"]
 
 _CLAUSE = re.compile(r"(?<=,)\s+")
+
+URGENT_AHEAD_S = 1.0
+"""A part is synthesised at the video's priority when less audio than this is ready beyond the frames
+already decided: a chunk's mouth will soon wait for it. At the background priority a long sentence took
+150-390 ms on the loaded soak machine, and the decisions that waited for it made chunks late."""
 
 
 class SpeechConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How the server's voice starts: ``[server] voice_start`` and ``voice_first_clause``. These defaults
-    are the plain path (whole sentences, a chunk after the cue); ``onstage serve`` takes the ``[server]``
-    table's, where the first clause is on."""
+    are the plain path (whole sentences, from the chunk that cues them); ``onstage serve`` takes the
+    ``[server]`` table's, where the first clause is on."""
 
-    start: VoiceStart = "next_chunk"
+    start: VoiceStart = "cue_chunk"
     first_clause: bool = False
 
 
@@ -68,11 +76,12 @@ class _Speaking:
     open: bool = False
     """More text is coming (``SpeechCue.open``): running out of audio is a pause, not the end."""
     waits: bool = True
-    """The mouth waits for the audio of the frames it is asked for (``next_chunk``); without, frames
-    decided before the first audio was ready keep the mouth closed and the voice starts later."""
+    """The mouth waits for the audio of the frames it is asked for (``cue_chunk``, ``next_chunk``);
+    without, frames decided before the first audio was ready keep the mouth closed and the voice starts
+    later."""
     urgent: int = 1
-    """Parts still to synthesise at the video's priority: those of the first sentence, which the mouth
-    of the chunk after the cue waits for (one, or two with its first clause apart)."""
+    """Parts of the first sentence still to synthesise at the video's priority: the mouth of the chunk
+    after the cue waits for them (one, or two with its first clause apart)."""
     done: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     progress: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
@@ -96,6 +105,7 @@ class SpeechPlayer:
         self.clock = MediaClock.of(realizer.manifest)
         self.per_frame = self.clock.samples_per_frame(voice.rate)
         self._now: _Speaking | None = None
+        self._decided = 0  # the first global frame whose chunk's mouth is not decided yet
 
     @property
     def speaking(self) -> bool:
@@ -112,9 +122,8 @@ class SpeechPlayer:
         """Begin ``cue`` at global frame ``start_frame``; cuts whatever was playing. ``cue_frame`` is the
         first frame of the chunk that cued it (default: ``start_frame``): the realizer learns the delay.
 
-        Synthesis runs in the background. With ``wait`` (the conductor's ``next_chunk``: the voice starts
-        a chunk after its cue) the mouth of a chunk waits for its audio, so what it does never depends on
-        synthesis speed. Should the voice still be late at send time, or without ``wait``, it starts with
+        Synthesis runs in the background. With ``wait`` (the conductor's ``cue_chunk`` and ``next_chunk``)
+        the mouth of a chunk waits for its audio, so what it does never depends on synthesis speed. Should the voice still be late at send time, or without ``wait``, it starts with
         the first frame it is ready for instead of losing its beginning.
         """
         if self._now is not None:
@@ -140,8 +149,9 @@ class SpeechPlayer:
 
     def extend(self, cue: SpeechCue, frame: int) -> None:
         """Open speech playing now gets its whole text (``cue.text`` continues the text cued before): the
-        rest is synthesised after what is there. Audio from global frame ``frame`` on is not decided yet:
-        if the voice ran out before it, the rest starts there (the frames before were silent)."""
+        rest is synthesised after what is there. If the voice ran out before global frame ``frame``, the
+        rest starts there (the frames before were silent): as for a cue, the conductor passes the first
+        frame of the chunk after the one being decided, so synthesis has a chunk to get it ready."""
         now = self._now
         if now is None or now.cue.speech_id != cue.speech_id or not now.open:
             return  # it ended or was cut meanwhile
@@ -162,7 +172,8 @@ class SpeechPlayer:
     async def _synthesize(self, now: _Speaking) -> None:
         try:
             while now.sentences_left and self._now is now:
-                part = await self.voice.synthesize_async(now.sentences_left.pop(0), first=now.urgent > 0)
+                urgent = now.urgent > 0 or self._ahead_s(now) < URGENT_AHEAD_S
+                part = await self.voice.synthesize_async(now.sentences_left.pop(0), first=urgent)
                 now.urgent -= 1
                 if self._now is not now:
                     return
@@ -174,6 +185,13 @@ class SpeechPlayer:
         finally:
             now.done = True
             now.progress.set()
+
+    def _ahead_s(self, now: _Speaking) -> float:
+        """Seconds of audio ready beyond the frames whose mouths are decided (0 before the first)."""
+        if now.utterance is None:
+            return 0.0
+        end = now.start_frame * self.per_frame + now.utterance.samples.size
+        return (end - self._decided * self.per_frame) / self.voice.rate
 
     def _trace(self, cue: SpeechCue, stage: str) -> None:
         if self.tracer is not None and cue.cause is not None:
@@ -214,6 +232,7 @@ class SpeechPlayer:
         Frames before the voice starts are closed (0). For frames it covers, this waits until synthesis
         has reached them, so the envelope never depends on how fast synthesis was.
         """
+        self._decided = max(self._decided, self.clock.first_frame(chunk + 1))
         now = self._now
         if now is None:
             return None

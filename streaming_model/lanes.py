@@ -45,7 +45,7 @@ from .backend import (
 )
 from .busy import BusyMeter
 from .condition import ChunkCondition, ConditionError
-from .pool import GeneratorLoad, LocalWorkers, ThreadLoad, load_of, median_s
+from .pool import Claimed, GeneratorLoad, LocalWorkers, Resumable, ThreadLoad, load_of, median_s
 from .runtime import SessionSnapshot
 from .worker import WorkerMoved, capture_state, produce_chunk, replace_chunk, restore_into, timed
 
@@ -303,9 +303,15 @@ class Lanes:
     def _emptiest(self) -> Lane:
         return min(self.lanes, key=lambda lane: (lane.sessions, lane.meter.share()))
 
-    async def open(self, *, identity: int, seed: int, name: str) -> LaneWorker:
+    async def open(
+        self, *, identity: int, seed: int, name: str, resumable: Resumable | None = None
+    ) -> LaneWorker:
         """A worker for a new session on the lane with the fewest sessions (it opens in that lane)."""
         return LaneWorker(self._emptiest(), identity=identity, seed=seed)
+
+    async def claim(self, name: str, resume_token: str) -> Claimed | None:
+        """Nothing to claim: no other front end reaches this process's lanes."""
+        return None
 
     def load(self, joining: int = 1) -> GeneratorLoad:
         """How busy the lanes are, measured, and with ``joining`` more sessions."""

@@ -10,6 +10,7 @@ from PIL import Image
 
 from .condition import ChunkCondition, encode, next_phase
 from .manifest import FPS, FRAMES_PER_CHUNK
+from .sampler import STEPS
 from .world.episodes import simulate
 
 
@@ -79,7 +80,7 @@ def render(
     seed: int = 0,
     identity: int = 0,
     source: str = "model",
-    steps: int = 2,
+    steps: int = STEPS,
     scale: int = 2,
 ) -> Path:
     """Write an animated WebP (or GIF, by suffix) of the script.

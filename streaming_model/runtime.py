@@ -34,7 +34,7 @@ from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, 
 from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .precision import compute_dtype, computing, held_for_compute
-from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, levels, renoise, seeded_noise
+from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, STEPS, levels, renoise, seeded_noise
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
 
@@ -146,7 +146,7 @@ class Generator:
         identity: int | None = None,
         reference: np.ndarray | None = None,
         seed: int = 0,
-        steps: int = 2,
+        steps: int = STEPS,
         cache_mode: CacheMode = "write_time",
         journal: int = 8,
         cache_noise: float = 0.0,

@@ -15,6 +15,10 @@ COMMIT_STEP = -1  # the step index whose noise is used for the context noise at 
 DAMAGE_STEP = -2  # the step index of the noise a deliberately damaged cache adds (``cache_noise``)
 CONTEXT_T = 0.05  # noise level of committed context chunks (the model is trained on noisy context)
 
+STEPS = 1
+"""Denoise steps per chunk by default. One step (half the DiT's time) is within the noise floor of two on
+every ``onstage eval`` metric over 20 seeds (BENCHMARKS.md); ``steps=2`` stays selectable."""
+
 
 def levels(steps: int) -> list[float]:
     """Noise levels visited by an n-step sampler: 1, 1 - 1/n, ..., 1/n."""

@@ -28,6 +28,7 @@ from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
 from .manifest import FRAMES_PER_CHUNK, build_manifest
 from .runtime import Generator, PendingChunk, Session, SessionSnapshot
+from .sampler import STEPS
 from .warmup import measure_batching, measure_costs
 
 JOURNAL = 8
@@ -96,7 +97,7 @@ class TinyBackend:
     def __init__(
         self,
         generator: Generator,
-        steps: int = 2,
+        steps: int = STEPS,
         warmup_chunks: int = 4,
         linears: Linears = "float",
         max_batch: int = MAX_BATCH,
@@ -130,7 +131,7 @@ class TinyBackend:
         )
 
     @classmethod
-    def load(cls, steps: int = 2, linears: Linears = "float", max_batch: int = MAX_BATCH) -> TinyBackend:
+    def load(cls, steps: int = STEPS, linears: Linears = "float", max_batch: int = MAX_BATCH) -> TinyBackend:
         """The shipped weights (``WeightsError`` if missing or corrupt), warmed up."""
         return cls(Generator.load(), steps, linears=linears, max_batch=max_batch)
 

@@ -1,10 +1,14 @@
 """Generator workers on a Ray cluster (the ``ray`` extra): ``onstage serve --ray ADDRESS`` or ``--ray local``.
 
-Only the generator moves; the front end (transports, minds, media clock) stays where it is. Each slot of
+The generator moves, and the heavy encoders; the front end (transports, minds, media clock) stays where
+it is. Each slot of
 the cluster (a node's ``onstage_slot`` custom resource: a GPU, or a few CPU cores) runs one
 ``GeneratorSlot`` actor (``slot``) that loads the backend once and serves the sessions reserved on it,
 each with its own state; Ray's scheduler places the actors on nodes by that resource. The front end's
 ``RaySlots`` (``remote``) is a ``streaming_model.pool.WorkerPool``: it reserves a slot before a session
-starts (``NoFreeSlot`` when all are taken) and hands the conductor a ``RemoteWorker``. ``settings``
-configures it without Ray installed; nothing here imports Ray unless ``--ray`` is given.
+starts (``NoFreeSlot`` when all are taken) and hands the conductor a ``RemoteWorker``. A slot's books
+(``holdings``) say which front end holds each place (each renews a lease; a dead one's places lapse) and
+let another front end claim a session with its resume token. ``encoders`` is the one actor that serves
+Whisper, YAMNet and Piper to every front end, ``remote_encoders`` the front end's side of it.
+``settings`` configures it all without Ray installed; nothing here imports Ray unless ``--ray`` is given.
 """

@@ -3,12 +3,14 @@
     pool = await asyncio.to_thread(RaySlots.connect, ClusterSettings(address="local"), "tiny", {})
     worker = await pool.open(identity=2, seed=7, name="ab12")     # NoFreeSlot when every slot is taken
     jpegs = await worker.produce(cond, cancel, finish)             # cancel.set() reaches the actor
+    claimed = await pool.claim("cd34", resume_token)               # another front end's session, now ours
     await worker.close(); await pool.close()
 
 ``connect`` joins (or starts) Ray, makes sure every ``onstage_slot`` of the cluster has its named actor
-(``slot-0``, ``slot-1``, ... in the ``onstage`` namespace: several front ends share them) and waits until
-they have loaded the backend. A session's slot is reserved in the actor itself, so two front ends can never
-both take the last one.
+(``slot-0``, ``slot-1``, ... in the ``onstage`` namespace, detached: several front ends share them, and
+they outlive the front end that made them) and waits until they have loaded the backend. A session's slot
+is reserved in the actor itself, so two front ends can never both take the last one. Each pool is a front
+end of its own to the slots (``owner``, a random id) and renews its lease on every slot while it is open.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,10 +30,10 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
 from server.cluster.settings import SLOT_RESOURCE, ClusterSettings
-from server.cluster.slot import GeneratorSlot
+from server.cluster.slot import GeneratorSlot, SlotClaim
 from streaming_model.backend import BackendManifest
 from streaming_model.condition import ChunkCondition
-from streaming_model.pool import NoFreeSlot
+from streaming_model.pool import Claimed, NoFreeSlot, Resumable
 from streaming_model.worker import Cancel, WorkerMoved
 
 T = TypeVar("T")
@@ -49,10 +52,21 @@ class RemoteWorker:
     It survives its slot's death: it keeps the session's latest saved state (fetched from the actor in
     the background after each chunk the actor saved one for, never waited for) and the conditions of the
     chunks committed since; when a call finds the actor dead, another slot adopts the session from there
-    and the call is made again, and ``on_moved`` says so."""
+    and the call is made again, and ``on_moved`` says so.
+
+    A worker made by a claim (``RaySlots.claim``) starts at the claimed session's chunk ``start``, with the
+    state handed over there as its saved state."""
 
     def __init__(
-        self, pool: RaySlots, slot: ActorHandle, node: str, key: str, identity: int, seed: int
+        self,
+        pool: RaySlots,
+        slot: ActorHandle,
+        node: str,
+        key: str,
+        identity: int,
+        seed: int,
+        resumable: Resumable | None = None,
+        start: tuple[int, bytes | None] = (0, None),
     ) -> None:
         self.pool = pool
         self.slot = slot
@@ -61,14 +75,18 @@ class RemoteWorker:
         self.key = key
         self.identity = identity
         self.seed = seed
+        self.resumable = resumable
+        """What lets another front end claim the session (it goes with the session when it moves)."""
         self.manifest = pool.manifest
         self.finish_times: deque[float] = deque(maxlen=200)
         """Seconds each chunk took in the actor from denoised to finished (commit, decode, ``finish``)."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         self._calls = itertools.count()
         self._closed = False
-        self._index = 0  # chunks committed
-        self._saved: tuple[int, object] | None = None  # the latest saved state and its chunk index
+        self._first, state = start  # the chunk this front end's part of the session began at
+        self._index = self._first  # chunks committed
+        # The latest saved state and its chunk index.
+        self._saved: tuple[int, object] | None = (self._first, state) if state is not None else None
         self._since: dict[int, ChunkCondition] = {}  # conditions of the chunks committed after it
         self._fetching: asyncio.Task[None] | None = None
         self._history = 0  # goes up when the session is restored: a state fetched before is of another
@@ -96,34 +114,35 @@ class RemoteWorker:
 
     async def capture(self) -> bytes:
         """The committed state, as the backend's portable bytes."""
-        result: bytes = await self._call(lambda slot: slot.capture.remote(self.key))
+        result: bytes = await self._call(lambda slot: slot.capture.remote(self.key, self.pool.owner))
         return result
 
     async def restore_state(self, state: object) -> None:
         """Continue from a stored state (bytes, or an older checkpoint's snapshot object)."""
-        self._index = await self._call(lambda slot: slot.restore.remote(self.key, state))
+        self._index = await self._call(lambda slot: slot.restore.remote(self.key, self.pool.owner, state))
         self._saved, self._since = (self._index, state), {}
         self._history += 1
 
     async def close(self) -> None:
-        """Close the session in the actor, freeing the slot. Idempotent; a dead actor has nothing to free."""
+        """Close the session in the actor, freeing the slot (unless another front end has claimed it).
+        Idempotent; a dead actor has nothing to free."""
         if self._closed:
             return
         self._closed = True
         if self._fetching is not None:
             self._fetching.cancel()
         with contextlib.suppress(RayActorError):
-            await self.slot.close.remote(self.key)
+            await self.slot.close.remote(self.key, self.pool.owner)
 
     async def _chunk(
         self, method: str, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        call = next(self._calls)
+        call, owner = next(self._calls), self.pool.owner
 
         def submit(slot: ActorHandle) -> Any:
             # The listener runs on the thread that sets the flag; submitting an actor call does not wait.
-            ref = getattr(slot, method).remote(self.key, call, cond, finish)
-            cancel.when_set(lambda: slot.cancel.remote(self.key, call))
+            ref = getattr(slot, method).remote(self.key, owner, call, cond, finish)
+            cancel.when_set(lambda: slot.cancel.remote(self.key, owner, call))
             return ref
 
         out, finish_s = await self._call(submit)
@@ -153,7 +172,7 @@ class RemoteWorker:
         newer_than = self._saved[0] if self._saved is not None else -1
         history = self._history
         with contextlib.suppress(RayActorError):
-            saved = await slot.saved.remote(self.key, newer_than)
+            saved = await slot.saved.remote(self.key, self.pool.owner, newer_than)
             if saved is not None and slot is self.slot and history == self._history:
                 self._saved = saved
                 self._since = {i: c for i, c in self._since.items() if i >= saved[0]}
@@ -164,17 +183,28 @@ class RemoteWorker:
         dead = self.slot
         if self._fetching is not None:
             self._fetching.cancel()
-        slot, node = await self.pool.reserve(self.key, exclude=dead)
-        start, state = self._saved if self._saved is not None else (0, None)
-        replay = [self._since[i] for i in range(start, self._index)]
-        await slot.adopt.remote(self.key, self.identity, self.seed, state, replay)
+        try:
+            slot, node = await self.pool.reserve(self.key, exclude=dead)
+        except NoFreeSlot:
+            raise NoFreeSlot(
+                f"the session's generator worker died and no other generator slot is free"
+                f" ({len(self.pool.slots)} in the cluster); start a new session later"
+            ) from None
+        # Without a saved state it starts afresh, replaying every chunk if this front end saw them all (a
+        # session claimed from another front end on a backend without snapshots cannot be replayed).
+        start, state = self._saved if self._saved is not None else (self._first, None)
+        from_start = state is None and self._first == 0
+        replayable = state is not None or from_start
+        replay = [self._since[i] for i in range(start, self._index)] if replayable else []
+        owner = self.pool.owner
+        await slot.adopt.remote(self.key, owner, self.identity, self.seed, state, replay, self.resumable)
         self.slot, self.node = slot, node
         caps = self.manifest.capabilities
         moved = WorkerMoved(
             gen_chunk=self._index,
             frozen_ms=round(1000.0 * (time.perf_counter() - noticed), 1),
             replayed=len(replay),
-            exact=caps.deterministic and (state is None or caps.snapshots == "exact"),
+            exact=caps.deterministic and (from_start or (state is not None and caps.snapshots == "exact")),
         )
         if self.on_moved is not None:
             self.on_moved(moved)
@@ -189,13 +219,19 @@ class RaySlots:
         manifest: BackendManifest,
         owns_ray: bool,
         snapshot_every: int = ClusterSettings().snapshot_every,
+        lease_s: float = ClusterSettings().lease_s,
     ) -> None:
         """``slots``: the actors and their nodes, interleaved by node so sessions spread over nodes;
-        ``snapshot_every``: the actors' (when to fetch a session's saved state)."""
+        ``snapshot_every``: the actors' (when to fetch a session's saved state); ``lease_s``: how long the
+        slots hold this front end's places after its last renewal."""
         self.slots = slots
         self.snapshot_every = snapshot_every
+        self.lease_s = lease_s
+        self.owner = secrets.token_hex(8)
+        """This front end, to the slots."""
         self._manifest = manifest
         self._owns_ray = owns_ray
+        self._renewing: asyncio.Task[None] | None = None
 
     @property
     def manifest(self) -> BackendManifest:
@@ -238,6 +274,7 @@ class RaySlots:
                 name=f"slot-{i}",
                 namespace=NAMESPACE,
                 get_if_exists=True,
+                lifetime="detached",  # it serves every front end, and outlives the one that made it
                 resources={SLOT_RESOURCE: 1},
                 num_cpus=0,  # the slot resource is what places it
                 max_restarts=-1,  # a slot whose process died comes back (empty: its sessions moved)
@@ -258,33 +295,58 @@ class RaySlots:
             by_node.setdefault(node, []).append(actor)
         columns = [[(actor, node) for actor in group] for node, group in by_node.items()]
         interleaved = [pair for row in itertools.zip_longest(*columns) for pair in row if pair is not None]
-        return cls(interleaved, manifests[0], owns, settings.snapshot_every)
+        return cls(interleaved, manifests[0], owns, settings.snapshot_every, settings.lease_s)
 
-    async def open(self, *, identity: int, seed: int, name: str) -> RemoteWorker:
+    async def open(
+        self, *, identity: int, seed: int, name: str, resumable: Resumable | None = None
+    ) -> RemoteWorker:
         """Reserve a free slot for session ``name`` and open its session there (prefilled in the actor)."""
         slot, node = await self.reserve(name)
         try:
-            await slot.open.remote(name, identity, seed)
+            await slot.open.remote(name, self.owner, identity, seed, resumable)
         except BaseException:
             with contextlib.suppress(RayActorError):
-                await slot.release.remote(name)
+                await slot.release.remote(name, self.owner)
             raise
-        return RemoteWorker(self, slot, node, name, identity, seed)
+        return RemoteWorker(self, slot, node, name, identity, seed, resumable)
+
+    async def claim(self, name: str, resume_token: str) -> Claimed | None:
+        """Take over session ``name`` from the front end that holds it (alive or not): the slot holding
+        it is found by asking each, then checks the token and hands the session over between two chunks,
+        with its state there; None if no slot holds it or the token is wrong."""
+        self._renew_leases()
+        asked = await asyncio.gather(
+            *(slot.holds.remote(name) for slot, _ in self.slots), return_exceptions=True
+        )
+        for (slot, node), holds in zip(self.slots, asked, strict=True):
+            if holds is not True:
+                continue
+            got: SlotClaim | None = await slot.claim.remote(name, resume_token, self.owner, self.lease_s)
+            if got is None:
+                return None
+            resumable = Resumable.of(got.note, resume_token)
+            worker = RemoteWorker(
+                self, slot, node, name, got.identity, got.seed, resumable, (got.index, got.state)
+            )
+            return Claimed(worker=worker, note=got.note, next_chunk=got.index)
+        return None
 
     async def reserve(self, name: str, exclude: ActorHandle | None = None) -> tuple[ActorHandle, str]:
         """A slot (and its node) with a place held for session ``name``; ``NoFreeSlot`` if none has one."""
+        self._renew_leases()
         for slot, node in self.slots:
             if slot is exclude:
                 continue
             try:
-                if await slot.reserve.remote(name):
+                if await slot.reserve.remote(name, self.owner, self.lease_s):
                     return slot, node
             except RayActorError:
                 continue  # a dead slot takes no sessions (a restarting one will again)
         raise NoFreeSlot(f"every generator slot is taken ({len(self.slots)} in the cluster); try again later")
 
     async def held(self) -> int:
-        """Places reserved now over the live slots (a session's is given back as its worker closes)."""
+        """Places held now over the live slots, by every front end (a session's is given back as its
+        worker closes, or when its front end's lease runs out)."""
         held = 0
         for slot, _ in self.slots:
             with contextlib.suppress(RayActorError):
@@ -292,6 +354,34 @@ class RaySlots:
         return held
 
     async def close(self) -> None:
-        """Leave Ray if this pool joined it (the slot actors it made end with it)."""
+        """Stop renewing this front end's lease, and leave Ray if this pool joined it (with ``local``, the
+        Ray it started ends, and the slot actors with it)."""
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
         if self._owns_ray:
             await asyncio.to_thread(ray.shutdown)
+
+    def _renew_leases(self) -> None:
+        """Renew this front end's lease on every slot from now on (from its first call, on the loop)."""
+        if self._renewing is None:
+            self._renewing = asyncio.get_running_loop().create_task(self._renew_loop())
+
+    async def _renew_loop(self) -> None:
+        # Four times a lease: a renewal or two may be late or lost without the places lapsing. Each slot's
+        # on its own: a slot that is down (restarting) holds its renewal up, not the other slots'.
+        renewing: dict[int, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for i, (slot, _) in enumerate(self.slots):
+                    if i not in renewing or renewing[i].done():
+                        renewing[i] = asyncio.create_task(self._renew(slot))
+                await asyncio.sleep(self.lease_s / 4)
+        finally:
+            for task in renewing.values():
+                task.cancel()
+
+    async def _renew(self, slot: ActorHandle) -> None:
+        with contextlib.suppress(RayActorError):
+            await slot.renew.remote(self.owner, self.lease_s)

@@ -25,6 +25,12 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """Each session's state is saved every this many chunks (exported off the generating thread and kept
     by the front end): a session whose worker dies goes on elsewhere from there, regenerating at most this
     many chunks."""
+    shared_encoders: bool = True
+    """Whisper, YAMNet and Piper in one actor of the cluster (``server.cluster.encoders``) that every front
+    end shares, rather than loaded by each front end."""
+    lease_s: float = 10.0
+    """A front end holds its slots' places only while it renews its lease (a few times a lease): the
+    places of one that stopped (killed, its machine lost) are free again within this many seconds."""
     start_timeout_s: float = 180.0
     """How long the slot actors may take to be placed and to load the backend before serving gives up."""
 
@@ -33,3 +39,5 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         for name in ("local_slots", "sessions_per_slot", "threads", "snapshot_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ray setting {name} must be at least 1, got {getattr(self, name)}")
+        if not self.lease_s > 0:
+            raise ValueError(f"ray setting lease_s must be above 0, got {self.lease_s}")

@@ -1,20 +1,28 @@
 """A generator slot: a Ray actor that loads the backend once and serves the sessions reserved on it.
 
     slot = GeneratorSlot.options(resources={"onstage_slot": 1}).remote("tiny", {}, 1, 1, 4)
-    ok = await slot.reserve.remote("ab12")                     # False: the slot is full
-    await slot.open.remote("ab12", identity=2, seed=7)
-    jpegs, finish_s = await slot.produce.remote("ab12", 0, cond, finish)
-    slot.cancel.remote("ab12", 0)                               # lands while produce runs
-    index, state = await slot.saved.remote("ab12", -1)          # the latest saved state, or None
-    await other_slot.adopt.remote("ab12", 2, 7, state, conds)   # continue it there
+    ok = await slot.reserve.remote("ab12", "fe-1", 10.0)       # False: the slot is full
+    await slot.open.remote("ab12", "fe-1", identity=2, seed=7, resumable=note)
+    jpegs, finish_s = await slot.produce.remote("ab12", "fe-1", 0, cond, finish)
+    slot.cancel.remote("ab12", "fe-1", 0)                       # lands while produce runs
+    slot.renew.remote("fe-1", 10.0)                             # front end fe-1 is alive
+    index, state = await slot.saved.remote("ab12", "fe-1", -1)  # the latest saved state, or None
+    await other_slot.adopt.remote("ab12", "fe-1", 2, 7, state, conds, note)   # continue it there
+    claim = await slot.claim.remote("ab12", resume_token, "fe-2", 10.0)       # front end fe-2 takes it
 
-Chunk calls (open, produce, replace, capture, restore, close) take turns on the actor's one default
-thread, as a device serves one chunk at a time, and run the model worker's own steps
+Every session call names the front end making it (``owner``): the slot's books (``holdings``) say which
+front end holds each place, and refuse (``TakenOver``) the calls of one whose session another front end
+has claimed. Chunk calls (open, adopt, produce, replace, capture, restore, claim, close) take turns on the
+actor's one default thread, as a device serves one chunk at a time, and run the model worker's own steps
 (``streaming_model.worker``); ``finish`` runs here, so encoded pictures travel, not arrays. Reservations,
-cancels and questions (``reserve``, ``release``, ``cancel``, ``held``, ``generating``, ``where``, ``manifest``) run in
-the ``control`` concurrency group, so a cancel reaches a chunk mid-generation. A cancel may arrive before
-its call starts (it is kept for it) or after it ended (then it is dropped when that session's next call
-comes).
+leases, cancels and questions (``reserve``, ``renew``, ``release``, ``cancel``, ``held``, ``holds``,
+``saved``, ``generating``, ``where``, ``manifest``) run in the ``control`` concurrency group, so a cancel
+reaches a chunk mid-generation. A cancel may arrive before its call starts (it is kept for it) or after it
+ended (then it is dropped when that session's next call comes).
+
+Leases: a front end renews its lease on every slot several times a lease; when one stops (killed), the
+next control call after its lease ran out frees its places, and its sessions are closed on the chunk
+thread (``reap``), after the chunk in flight.
 
 Saved states, for a session to survive its slot's death: every ``snapshot_every`` chunks, as a ``produce``
 begins (every chunk before it is final then: only the last committed chunk is ever replaced, and never
@@ -22,6 +30,10 @@ once the next is being made), the session is snapshotted (a copy, well under a m
 snapshot is exported to bytes on a thread of its own, off the chunk's way. The front end fetches them
 (``saved``) and, if this actor dies, has another slot ``adopt`` the session: the saved state, then the
 chunks committed since, regenerated under their conditions.
+
+A claim (a client resumed the session through another front end) runs on the chunk thread, so it comes
+between two chunks: the session's state then is final, and the claiming front end gets it (exported) with
+the session's note, so that it can move the session on its own if this slot dies.
 """
 
 from __future__ import annotations
@@ -30,19 +42,34 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import msgspec
 import numpy as np
 import ray
 import torch
 
+from server.cluster.holdings import Holdings, Place
 from streaming_model.backend import BackendManifest, BackendSession
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
+from streaming_model.pool import Resumable
 from streaming_model.worker import produce_chunk, replace_chunk, restore_into
 
 T = TypeVar("T")
+
+
+class SlotClaim(msgspec.Struct, frozen=True, kw_only=True):
+    """A session handed to the front end that claimed it: the note it was opened with, its character and
+    seed, the chunk its generator makes next, and its state there (the backend's bytes; None for a
+    backend without snapshots)."""
+
+    note: bytes
+    identity: int
+    seed: int
+    index: int
+    state: bytes | None
 
 
 @ray.remote(concurrency_groups={"control": 2})  # type: ignore[call-overload]  # (missing from its stubs)
@@ -54,14 +81,12 @@ class GeneratorSlot:
     ) -> None:
         torch.set_num_threads(threads)
         self._backend = open_backend(backend, options)
-        self._capacity = sessions
         self._every = snapshot_every
         self._exporter = ThreadPoolExecutor(1, thread_name_prefix="export")
-        self._saved: dict[str, Future[tuple[int, bytes]]] = {}
         self._lock = threading.Lock()
-        self._reserved: set[str] = set()
-        self._sessions: dict[str, BackendSession] = {}
-        self._flags: dict[tuple[str, int], threading.Event] = {}
+        self._books = Holdings(sessions)
+        self._reaping: list[BackendSession] = []  # sessions of lapsed front ends, to close
+        self._flags: dict[tuple[str, str, int], threading.Event] = {}
         self._generating: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------------------ control group
@@ -77,39 +102,52 @@ class GeneratorSlot:
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
     @ray.method(concurrency_group="control")
-    def reserve(self, key: str) -> bool:
-        """Hold a place for session ``key``; False when the slot serves as many as it may."""
+    def reserve(self, key: str, owner: str, lease_s: float) -> bool:
+        """Hold a place for session ``key`` of front end ``owner``; False when the slot serves as many as
+        it may."""
+        self._sweep()
         with self._lock:
-            if key in self._reserved:
-                return True
-            if len(self._reserved) >= self._capacity:
-                return False
-            self._reserved.add(key)
-            return True
+            return self._books.reserve(key, owner, lease_s)
+
+    @ray.method(concurrency_group="control")
+    def renew(self, owner: str, lease_s: float) -> None:
+        """Front end ``owner`` is alive: what it holds here stays its for ``lease_s`` more seconds."""
+        with self._lock:
+            self._books.renew(owner, lease_s)
+        self._sweep()
 
     @ray.method(concurrency_group="control")
     def held(self) -> int:
-        """Places reserved now (sessions open or being opened)."""
+        """Places held now (sessions open or being opened), once lapsed leases are freed."""
+        self._sweep()
         with self._lock:
-            return len(self._reserved)
+            return len(self._books)
 
     @ray.method(concurrency_group="control")
-    def release(self, key: str) -> None:
+    def holds(self, key: str) -> bool:
+        """Whether session ``key`` is open here and may be claimed by another front end."""
+        self._sweep()
+        with self._lock:
+            return self._books.holds(key)
+
+    @ray.method(concurrency_group="control")
+    def release(self, key: str, owner: str) -> None:
         """Give up a reservation whose session was never opened (an open session frees it on ``close``)."""
         with self._lock:
-            if key not in self._sessions:
-                self._reserved.discard(key)
+            self._books.release(key, owner)
 
     @ray.method(concurrency_group="control")
-    def cancel(self, key: str, call: int) -> None:
+    def cancel(self, key: str, owner: str, call: int) -> None:
         """Stop session ``key``'s chunk call ``call`` at the backend's next interrupt point."""
-        self._flag(key, call).set()
+        self._flag(key, owner, call).set()
 
     @ray.method(concurrency_group="control")
-    def saved(self, key: str, newer_than: int) -> tuple[int, bytes] | None:
-        """Session ``key``'s latest exported state, (its chunk index, bytes), if newer than ``newer_than``."""
+    def saved(self, key: str, owner: str, newer_than: int) -> tuple[int, bytes] | None:
+        """Session ``key``'s latest exported state, (its chunk index, bytes), if newer than ``newer_than``
+        (None too when ``owner`` no longer holds it)."""
         with self._lock:
-            job = self._saved.get(key)
+            place = self._books.held_by(key, owner)
+            job = place.saved if place is not None else None
         if job is None or not job.done() or job.exception() is not None:
             return None
         index, state = job.result()
@@ -122,92 +160,146 @@ class GeneratorSlot:
 
     # ------------------------------------------------------------------------------ default group
 
-    def open(self, key: str, identity: int, seed: int, reference: np.ndarray | None = None) -> None:
-        """Open (prefill) session ``key``, which must hold a reservation."""
+    def open(
+        self, key: str, owner: str, identity: int, seed: int, resumable: Resumable | None = None
+    ) -> None:
+        """Open (prefill) session ``key``, for which ``owner`` must hold a reservation; ``resumable``:
+        what lets another front end claim it."""
         with self._lock:
-            if key not in self._reserved:
-                raise ValueError(f"session {key} holds no reservation on this slot")
-        session = self._backend.open_session(identity, seed, reference)
+            self._books.place(key, owner)
+        session = self._backend.open_session(identity, seed, None)
         with self._lock:
-            self._sessions[key] = session
+            self._books.opened(key, owner, session, identity=identity, seed=seed, resumable=resumable)
 
     def adopt(
-        self, key: str, identity: int, seed: int, state: object | None, conds: list[ChunkCondition]
+        self,
+        key: str,
+        owner: str,
+        identity: int,
+        seed: int,
+        state: object | None,
+        conds: list[ChunkCondition],
+        resumable: Resumable | None = None,
     ) -> None:
-        """Take over session ``key`` from a slot that died: open it (it must hold a reservation), restore
-        its saved ``state`` (None: it had none, it starts fresh) and regenerate the chunks committed since,
-        under their conditions ``conds``; deterministic backends come out exactly where it was."""
-        self.open(key, identity, seed)
-        session = self._sessions[key]
+        """Take over session ``key`` from a slot that died: open it (``owner`` must hold a reservation),
+        restore its saved ``state`` (None: it had none, it starts fresh) and regenerate the chunks committed
+        since, under their conditions ``conds``; deterministic backends come out exactly where it was."""
+        self.open(key, owner, identity, seed, resumable)
+        with self._lock:
+            session = self._books.session(key, owner)
         if state is not None:
             restore_into(session, state)
         for cond in conds:
             produce_chunk(session, self._backend.manifest, cond, threading.Event(), _discard, deque(maxlen=1))
 
     def produce(
-        self, key: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
+        self, key: str, owner: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
     ) -> tuple[T | None, float | None]:
         """``produce_chunk`` for session ``key``: the finished chunk (None if cancelled) and the seconds
         finishing took."""
-        session = self._sessions[key]
-        if session.index % self._every == 0:
-            self._save(key, session)
-        return self._chunk(produce_chunk, key, call, cond, finish)
+        with self._lock:
+            place = self._books.place(key, owner)
+        if place.session is not None and place.session.index % self._every == 0:
+            self._save(place, place.session)
+        return self._chunk(produce_chunk, key, owner, call, cond, finish)
 
     def replace(
-        self, key: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
+        self, key: str, owner: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
     ) -> tuple[T | None, float | None]:
         """``replace_chunk`` for session ``key``, as ``produce``."""
-        return self._chunk(replace_chunk, key, call, cond, finish)
+        return self._chunk(replace_chunk, key, owner, call, cond, finish)
 
-    def capture(self, key: str) -> bytes:
+    def capture(self, key: str, owner: str) -> bytes:
         """Session ``key``'s committed state as portable bytes (what a story store or another slot takes)."""
-        session = self._sessions[key]
+        with self._lock:
+            session = self._books.session(key, owner)
         return session.export_state(session.snapshot())
 
-    def restore(self, key: str, state: object) -> int:
+    def restore(self, key: str, owner: str, state: object) -> int:
         """Continue session ``key`` from a stored state; the chunk index it continues at."""
-        session = self._sessions[key]
-        restore_into(session, state)
         with self._lock:
-            self._saved.pop(key, None)  # of another history
+            place = self._books.place(key, owner)
+            session = self._books.session(key, owner)
+            place.saved = None  # of another history
+        restore_into(session, state)
         return session.index
 
-    def close(self, key: str) -> None:
-        """Close session ``key`` and free its place. Idempotent."""
+    def claim(self, key: str, resume_token: str, owner: str, lease_s: float) -> SlotClaim | None:
+        """Hand session ``key`` to front end ``owner`` if ``resume_token`` is its token (the front end that
+        held it is refused from now on); None if it is not here, not claimable, or the token is wrong.
+        Runs between two chunks, so the state handed over is final."""
+        self._sweep()
         with self._lock:
-            session = self._sessions.pop(key, None)
-            self._saved.pop(key, None)
-            self._reserved.discard(key)
-            for flag in [f for f in self._flags if f[0] == key]:
+            place = self._books.claim(key, resume_token, owner, lease_s)
+            if place is None:
+                return None
+            place.saved = None  # the new owner starts from the state handed over now
+        session, resumable = place.session, place.resumable
+        assert session is not None and resumable is not None  # (a claimable place has both)
+        exports = self._backend.manifest.capabilities.snapshots != "none"
+        return SlotClaim(
+            note=resumable.note,
+            identity=place.identity,
+            seed=place.seed,
+            index=session.index,
+            state=session.export_state(session.snapshot()) if exports else None,
+        )
+
+    def close(self, key: str, owner: str) -> None:
+        """Close session ``key`` and free its place, if ``owner`` holds it. Idempotent."""
+        with self._lock:
+            place = self._books.close(key, owner)
+            for flag in [f for f in self._flags if f[:2] == (key, owner)]:
                 del self._flags[flag]
-        if session is not None:
+        if place is not None and place.session is not None:
+            place.session.close()
+
+    def reap(self) -> None:
+        """Close the sessions of front ends whose lease ran out (their places are free already)."""
+        with self._lock:
+            sessions, self._reaping = self._reaping, []
+        for session in sessions:
             session.close()
 
     # ------------------------------------------------------------------------------ inside
 
-    def _save(self, key: str, session: BackendSession) -> None:
+    def _sweep(self) -> None:
+        """Free the places of front ends whose lease ran out; their sessions are closed on the chunk
+        thread (``reap``), after the chunk in flight, which may be one of theirs."""
+        with self._lock:
+            gone = self._books.expire()
+            self._reaping += gone
+        if gone:
+            ray.get_runtime_context().current_actor.reap.remote()
+
+    def _save(self, place: Place, session: BackendSession) -> None:
         """Snapshot ``session`` here (a copy) and export it on the export thread."""
         if self._backend.manifest.capabilities.snapshots == "none":
             return
         index, snap = session.index, session.snapshot()
         job = self._exporter.submit(lambda: (index, session.export_state(snap)))
         with self._lock:
-            self._saved[key] = job
+            place.saved = job
 
-    def _flag(self, key: str, call: int) -> threading.Event:
+    def _flag(self, key: str, owner: str, call: int) -> threading.Event:
         with self._lock:
-            return self._flags.setdefault((key, call), threading.Event())
+            return self._flags.setdefault((key, owner, call), threading.Event())
 
     def _chunk(
-        self, step: Callable[..., Any], key: str, call: int, cond: ChunkCondition, finish: Callable[..., T]
+        self,
+        step: Callable[..., Any],
+        key: str,
+        owner: str,
+        call: int,
+        cond: ChunkCondition,
+        finish: Callable[..., T],
     ) -> tuple[T | None, float | None]:
-        session = self._sessions[key]
-        cancel = self._flag(key, call)
         with self._lock:
+            session = self._books.session(key, owner)
             # Cancels that came after their call ended are no longer wanted.
-            for old in [f for f in self._flags if f[0] == key and f[1] < call]:
+            for old in [f for f in self._flags if f[:2] == (key, owner) and f[2] < call]:
                 del self._flags[old]
+        cancel = self._flag(key, owner, call)
         took: deque[float] = deque(maxlen=1)
         self._generating = (key, call)
         try:
@@ -215,7 +307,7 @@ class GeneratorSlot:
         finally:
             self._generating = None
             with self._lock:
-                self._flags.pop((key, call), None)
+                self._flags.pop((key, owner, call), None)
         return out, (took[0] if took else None)
 
 

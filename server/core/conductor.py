@@ -67,9 +67,11 @@ from server.core.decider import Decider, Redecision
 from server.core.media_out import MediaOut
 from server.core.notices import Notices
 from server.core.outputs import Figures, Output, Sink, StoryMoved
-from server.core.schedule import ChunkSchedule, Clock
+from server.core.schedule import ChunkSchedule, Clock, lead_for
 from server.media import MediaClock, encode_frames
 from server.speech import SpeechPlayer
+from streaming_model.backend import BackendManifest
+from streaming_model.pool import TakenOver
 from streaming_model.runtime import SessionSnapshot
 from streaming_model.worker import Cancel, GeneratorWorker, WorkerMoved
 
@@ -90,8 +92,9 @@ class Refused(ValueError):
 class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Timing and quality knobs of one session."""
 
-    lead_chunks: float = 1.0
-    """Generation of chunk k starts this many chunks before its send time."""
+    lead_chunks: float | None = None
+    """Generation of chunk k starts this many chunks before its send time; None: from what the backend
+    declares (``schedule.lead_for``)."""
     start_delay_s: float = 0.3
     """The first chunk is sent this long after the session starts (model warm-up, first generation)."""
     redirect: bool = True
@@ -106,6 +109,17 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Send chunks on a grid of whole chunks every aligned session of the process shares
     (``ChunkSchedule``): their chunks fall due together, so a batching generator makes one batch of them.
     A session starts (and resumes) up to a chunk later for it."""
+
+    def lead(self, manifest: BackendManifest) -> float:
+        """The lead in chunks for sessions of the backend ``manifest`` describes."""
+        if self.lead_chunks is not None:
+            return self.lead_chunks
+        return lead_for(manifest, replaces=self.replaces(manifest))
+
+    def replaces(self, manifest: BackendManifest) -> bool:
+        """Whether a generated chunk not yet sent is replaced: on, and the backend can roll it back."""
+        caps = manifest.capabilities
+        return self.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
 
 
 class Conductor:
@@ -134,7 +148,10 @@ class Conductor:
         self.config = config or ConductorConfig()
         caps = worker.manifest.capabilities
         # Replacing a generated chunk rolls it back, and restores it when the replacement is too late.
-        self.replaces = self.config.replace and caps.rollback_depth >= 1 and caps.snapshots != "none"
+        self.replaces = self.config.replaces(worker.manifest)
+        # Redirecting a chunk in flight needs a cancel that stops it mid-chunk; without one, an urgent event
+        # waits for the chunk to finish and then replaces it (or shows in the next chunk).
+        self.redirects_in_flight = self.config.redirect and caps.interrupt in ("block", "step")
         self.exact_rewinds = caps.snapshots == "exact"
         """Whether a story rewind continues the picture exactly (else the client is told it does not)."""
         self.manifest = minds.realizer.manifest
@@ -142,7 +159,7 @@ class Conductor:
         self.clock = MediaClock.of(self.manifest)
         self.schedule = ChunkSchedule(
             self.clock,
-            lead_chunks=self.config.lead_chunks,
+            lead_chunks=self.config.lead(worker.manifest),
             redirect=self.config.redirect,
             redirect_margin=self.config.redirect_margin,
             finish_times=worker.finish_times,
@@ -180,8 +197,9 @@ class Conductor:
         self.story: StoryPlayer | None = None
         self._story_moved = False
         self._restoring = False  # a story rewind or resume is putting a checkpoint back
-        self.on_fatal: Callable[[str], Coroutine[Any, Any, None]] | None = None
-        """Set by the server: called once, with a message for the client, if a task the session needs fails."""
+        self.on_fatal: Callable[[str, BaseException], Coroutine[Any, Any, None]] | None = None
+        """Set by the server: called once, with the task's name and its exception, if a task the session
+        needs fails."""
         worker.on_moved = self._worker_moved
 
     @property
@@ -270,12 +288,15 @@ class Conductor:
         asyncio.get_running_loop().create_task(self._out(moved))
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled() or task.exception() is None or self._closed:
+        if task.cancelled() or (exc := task.exception()) is None or self._closed:
             return
-        log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=task.exception())
+        if isinstance(exc, TakenOver):  # not a failure: the session goes on through another front end
+            log.info("session %s: taken over by another front end", self.session_id)
+        else:
+            log.error("session %s: %s failed", self.session_id, task.get_name(), exc_info=exc)
         if self.on_fatal is not None:
-            # The session cannot go on without this task: tell the client, then let the server end it.
-            asyncio.get_running_loop().create_task(self.on_fatal(f"the session failed ({task.get_name()})"))
+            # The session cannot go on here without this task: the server tells the client and ends it.
+            asyncio.get_running_loop().create_task(self.on_fatal(task.get_name(), exc))
 
     # ------------------------------------------------------------------------------ input
 
@@ -540,6 +561,9 @@ class Conductor:
         ``reflects``) and the generation goes on.
         """
         assert self._urgent is not None
+        if not self.redirects_in_flight:
+            await asyncio.wait({job})  # urgent events wait, queued, for the replacement or the next chunk
+            return None
         while True:
             waiter = asyncio.ensure_future(self._urgent.get())
             try:

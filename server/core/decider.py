@@ -80,22 +80,24 @@ class Decider:
     async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
         """``out`` for media chunk ``m`` with the voice acted on and its real mouth envelope.
 
-        With ``voice_start = "next_chunk"`` (the default) speech cued in chunk m starts sounding with
-        chunk m+1: synthesis then has a whole chunk to get its first sentence ready, and what the mouth
-        does never depends on how fast synthesis happened to be (the same inputs give the same frames).
-        With ``"when_ready"`` it may start as early as chunk m's first frame: it sounds from the first
-        frame not yet sent once its first audio is ready, and chunks decided before that keep the mouth
-        closed. The first sound comes up to a chunk and a synthesis sooner, but where speech starts (and
-        the frames after) then depends on Piper's speed.
+        Speech cued in chunk m starts with chunk m itself (``voice_start = "cue_chunk"``, the default) or
+        chunk m+1 (``"next_chunk"``), and the decision of the first chunk it sounds in waits for its audio,
+        so what the mouth does never depends on how fast synthesis happened to be (the same inputs give the
+        same frames). The decision of chunk m waits for the first part of the speech in both (the realizer
+        hears its length before it plans on), so ``cue_chunk`` costs no more waiting and sounds a chunk
+        sooner. With ``"when_ready"`` it sounds from the first frame not yet sent once its first audio is
+        ready, and chunks decided before that keep the mouth closed: where speech starts (and the frames
+        after) then depends on Piper's speed. The rest of open speech (``speech_extend``) whose voice ran
+        out waits for chunk m+1 in every mode: a decision never waits for text that has just arrived.
         """
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame() + 1, speech_id)
-        now = self.player.config.start == "when_ready"
+        mode = self.player.config.start
+        start = self.media.first_frame(m + 1 if mode == "next_chunk" else m)
         for cue in out.speech_start:
-            start = self.media.first_frame(m if now else m + 1)
-            self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=not now)
+            self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=mode != "when_ready")
         for cue in out.speech_extend:
-            self.player.extend(cue, self.media.first_frame(m))
+            self.player.extend(cue, self.media.first_frame(m + 1))
         envelope = await self.player.envelope(m)
         if envelope is not None:
             speaking = self.player.sounding(m)

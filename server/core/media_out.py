@@ -67,8 +67,6 @@ class MediaOut:
                 cause = self.player.cause  # before the slice: the last one ends the speech
                 audio = self.player.slice(frame)
                 await self._out(AudioOut(pts_ms=pts, pcm=pcm16(audio), samples=audio.size))
-                if cause is not None and audio.any() and self.tracer.record(cause, AUDIO_SENT):
-                    self._voice_to_voice(cause)
                 self._lip_sync(chunk.condition.voice[i], audio)
                 reflects = chunk.reflects if i == 0 else ()
                 video = VideoOut(
@@ -83,7 +81,11 @@ class MediaOut:
                 )
                 await self._out(video)
                 self._sent_times.append(self.schedule.now())
+                # The frame's reactions first: a turn's trace ends with its first audible sample, and a voice
+                # that starts with the chunk reacting to the turn sounds in that chunk's first frame.
                 self._trace(reflects)
+                if cause is not None and audio.any() and self.tracer.record(cause, AUDIO_SENT):
+                    self._voice_to_voice(cause)
 
     def _count(self, chunk: ReadyChunk) -> None:
         self.chunks_sent += 1

@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from server.media import MediaClock
+from streaming_model.backend import BackendManifest
 
 FINISH_SLACK_S = 0.01
 """A replacement still denoising when only the time to finish a chunk (commit, decode, encode: its p95 over
@@ -29,6 +30,31 @@ recent chunks) plus this is left before the send is abandoned, and the chunk alr
 
 HANDOFF_S = 0.002
 """A generated chunk goes to the sender this long before its first frame is due."""
+
+LEAD_HEADROOM = 3.0
+"""Without replacement the lead leaves room for a chunk that takes this many times its declared p95
+(generating, then finishing): a busy second core doubles a chunk's time here (ENVIRONMENT.md), and the
+rest is for the tail."""
+LEAD_MIN, LEAD_MAX = 0.5, 1.0
+"""Lead bounds in chunks: at least half a chunk, so that an urgent event still finds time to redirect; at
+most one, as generation of a chunk cannot begin before the previous one is done."""
+
+
+def lead_for(manifest: BackendManifest, replaces: bool) -> float:
+    """Chunks of lead for a session of this backend, from what it declares.
+
+    Where a generated chunk can be replaced until it is sent (``replaces``), generating early costs no
+    reaction time (an input that comes meanwhile regenerates it), only work: the lead is a whole chunk,
+    all of it room for a slow chunk on a busy machine (warm-up costs were 3-6 times lower than chunk times
+    in the soak). Where it cannot, every chunk generated early is latency added to every reaction: the
+    lead is what the costs measured at warm-up need, with ``LEAD_HEADROOM``.
+    """
+    if replaces:
+        return LEAD_MAX
+    costs = manifest.costs
+    need_s = LEAD_HEADROOM * (costs.chunk_p95_ms + costs.finish_p50_ms) / 1000.0
+    clock = manifest.vocabulary
+    return min(LEAD_MAX, max(LEAD_MIN, need_s * clock.fps / clock.frames_per_chunk))
 
 
 class Cancellable(Protocol):

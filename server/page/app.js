@@ -3,6 +3,7 @@
 // and the microphone is captured with an AudioWorklet and sent as PCM16 at 16 kHz. Over WebRTC the browser
 // plays the tracks (in sync) and each frame it shows is drawn onto the same canvas.
 // ?transport=ws or ?transport=rtc uses that one only.
+import { Camera } from "/static/camera.js";
 import { connectRtc, VideoClock } from "/static/rtc.js";
 
 const JITTER_MS = 120; // played this long after the first frame arrived, so small network gaps do not show
@@ -27,7 +28,7 @@ function send(message) {
 }
 
 function setLive(live) {
-  for (const el of document.querySelectorAll("#gestures button, #say input, #say button, #interrupt, #mic")) {
+  for (const el of document.querySelectorAll("#gestures button, #say input, #say button, #interrupt, #mic, #camera")) {
     el.disabled = !live;
   }
   $("connect").textContent = live ? "End call" : "Start call";
@@ -166,11 +167,13 @@ function startMessage(params) {
 }
 
 function disconnected() {
+  state.camera.stop();
   state.ws = null;
   state.rtc = null;
   state.mic = null;
   setLive(false);
   $("mic").textContent = "Microphone on";
+  $("camera").textContent = "Camera on";
   if ($("status").dataset.state !== "error") { $("status").textContent = "not connected"; $("status").dataset.state = "idle"; }
   log("disconnected");
 }
@@ -207,6 +210,7 @@ async function connectOverRtc(params) {
   log("connected over WebRTC");
   send(startMessage(params));
   if (params.get("mic") === "1") startMic();
+  if (params.get("camera") === "1") toggleCamera();
 }
 
 // Each frame the video element shows: drawn onto the canvas (the page's one picture, for tests and
@@ -244,6 +248,7 @@ function connectOverWs(params) {
   ws.onopen = () => {
     send(startMessage(params));
     if (params.get("mic") === "1") startMic();
+    if (params.get("camera") === "1") toggleCamera();
   };
   ws.onmessage = (e) => {
     if (typeof e.data === "string") { onMessage(JSON.parse(e.data)); return; }
@@ -281,6 +286,21 @@ async function startMic() {
   log("microphone on");
 }
 
+// The camera is the user's to switch on and off; only landmarks of what it shows are sent (camera.js).
+async function toggleCamera() {
+  if (state.camera.on) state.camera.stop();
+  else {
+    try {
+      await state.camera.start();
+    } catch (err) {
+      log(`camera: ${err.message}`);
+    }
+  }
+  $("camera").textContent = state.camera.on ? "Camera off" : "Camera on";
+}
+
+state.camera = new Camera({ send, log, video: $("self") });
+$("camera").onclick = toggleCamera;
 $("connect").onclick = connect;
 $("mic").onclick = startMic;
 $("interrupt").onclick = () => send({ type: "response.interrupt" });

@@ -16,6 +16,7 @@ from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
 from ..manifest import ACTION_NAMES
 from ..precision import PRECISIONS
+from ..sampler import STEPS
 
 AUTO = "auto"  # the machine's own choice (``precision.compute_dtype``)
 
@@ -23,7 +24,7 @@ AUTO = "auto"  # the machine's own choice (``precision.compute_dtype``)
 class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The runtime options of one configuration (the defaults are what a live session runs)."""
 
-    steps: int = 2  # denoise steps per chunk
+    steps: int = STEPS  # denoise steps per chunk
     cache: CacheMode = "write_time"  # the KV cache path: write-time maintenance, or the naive reference
     precision: str = AUTO  # "bf16", "fp32", or the machine's choice
     linears: Linears = "float"  # the transformer blocks' matrix products: as trained, or dynamic int8

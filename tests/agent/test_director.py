@@ -25,7 +25,7 @@ from events.tracing import (
 from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SpeechStarted, TextInput, Transcript
 from tests.agent.frames import probe
 from tests.agent.stage import LIMIT_S, MANIFEST, Stage, make_stage
-from tests.support.llm_server import Call, Drop, HttpError, LLMServer, Malformed, Reply
+from tests.support.llm_server import Call, Drop, Hold, HttpError, LLMServer, Malformed, Reply
 from tools.character import build_toolbox
 
 
@@ -291,6 +291,43 @@ async def test_inputs_a_story_rewind_leaves_unanswered_are_told_they_will_not_sh
         await stage.director.restore(before)
         told = [e for e in stage.seen(InputUnshown) if e.cause == typed.id]
         assert [e.reason for e in told] == ["stale"] and not llm.requests
+    finally:
+        await stage.director.stop()
+
+
+async def test_a_sound_whose_run_a_story_rewind_cuts_short_is_told_it_will_not_show(llm: LLMServer) -> None:
+    # A knock starts a run; the story goes back to a checkpoint while the LLM is still answering: the run
+    # is cancelled, and the knock must still get its one outcome (the 10-minute soak lost exactly this).
+    stage = make_stage(llm)
+    try:
+        before = await stage.director.snapshot()
+        hold = Hold(events=1)
+        llm.enqueue(Reply(tool_calls=[Call("say", {"text": "Who is there?"})], hold=hold), Reply(text=""))
+        knock = stage.stamp(SoundClass, label="Knock", score=0.8, audio_ms=500.0)
+        await stage.bus.publish(knock)
+        async with asyncio.timeout(LIMIT_S):
+            await hold.reached.wait()
+        await stage.director.restore(before)
+        hold.release()
+        await stage.settle()
+        told = [e for e in stage.seen(InputUnshown) if e.cause == knock.id]
+        assert [e.reason for e in told] == ["stale"]
+        assert knock.id not in [event_id for out in stage.tick(4) for event_id in out.reflects]
+    finally:
+        await stage.director.stop()
+
+
+async def test_a_sound_the_reply_says_nothing_about_is_told_it_will_not_show(llm: LLMServer) -> None:
+    # A sound is noticed, not owed: a reply with nothing usable leaves it without an acknowledgement, but
+    # the client must still hear that it will not show.
+    stage = make_stage(llm)
+    try:
+        llm.enqueue(Reply(text=""))
+        clap = stage.stamp(SoundClass, label="Clapping", score=0.8, audio_ms=500.0)
+        await stage.bus.publish(clap)
+        await stage.settle()
+        told = [e for e in stage.seen(InputUnshown) if e.cause == clap.id]
+        assert [e.reason for e in told] == ["no_reaction"]
     finally:
         await stage.director.stop()
 

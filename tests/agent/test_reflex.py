@@ -77,6 +77,11 @@ def test_gestures_are_answered() -> None:
     assert run(realizer, 1)[0].condition.target == (1.0, 0.0)
     reflex.on_event(stamp(Gesture, gesture="thumbs_up"))
     assert run(realizer, 1)[0].condition.emotion == "happy"
+    run(realizer, 18)  # the thumbs up's happiness is over
+    reflex.on_event(stamp(Gesture, gesture="nod"))
+    assert run(realizer, 1)[0].condition.action == "nod"
+    reflex.on_event(stamp(Gesture, gesture="shake_head"))
+    assert run(realizer, 1)[0].condition.emotion == "sad"
     assert reflex.on_event(stamp(Gesture, gesture="wave", confidence=0.1)) is None
     assert reflex.on_event(stamp(Gesture, gesture="shrug")) is None
 
@@ -127,6 +132,6 @@ def test_a_second_wave_within_the_cooldown_is_declined_with_the_reason() -> None
 
 def test_a_gesture_no_reflex_answers_is_declined_as_no_reaction() -> None:
     _, reflex = setup()
-    nod = stamp(Gesture, gesture="shake_head", confidence=0.9)
-    assert reflex.on_event(nod) is None
-    assert reflex.declined[nod.id][0] == "no_reaction"
+    nowhere = stamp(Gesture, gesture="point", confidence=0.9)  # a point without where: nothing to look at
+    assert reflex.on_event(nowhere) is None
+    assert reflex.declined[nowhere.id][0] == "no_reaction"

@@ -27,6 +27,7 @@ from scipy.io import wavfile
 from websockets.asyncio.client import ClientConnection
 
 from server import demo_audio
+from server.app import OnstageServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = (
@@ -189,6 +190,23 @@ async def chromium(
                 process.kill()
                 await process.wait()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def serving_page(
+    server: OnstageServer, query: str, microphone: Path, **options: Any
+) -> AsyncIterator[Page]:
+    """Start ``server`` on loopback and show its page with ``query`` (``autostart=1&...``) in Chromium
+    (``chromium``'s ``options``); close the server after, within 15 s: a session whose tasks swallow their
+    cancellation would otherwise hang the whole run."""
+    await server.start("127.0.0.1", 0)
+    try:
+        async with chromium(f"http://127.0.0.1:{server.port}/?{query}", microphone, **options) as page:
+            yield page
+    finally:
+        closing = asyncio.ensure_future(server.close())
+        done, _ = await asyncio.wait({closing}, timeout=15)
+        assert done, "OnstageServer.close() did not return within 15 s (a session ignored its cancellation)"
 
 
 async def _devtools_port(profile: Path, process: asyncio.subprocess.Process, timeout: float) -> int:

@@ -23,11 +23,11 @@ from streaming_model.tiny import TinyBackend
 from tests.e2e.browser import (
     CHROMIUM,
     Page,
-    chromium,
     chunks_sent,
     event_ids,
     microphone_wav,
     reflected,
+    serving_page,
     wait_for_log,
 )
 
@@ -48,18 +48,9 @@ CHUNK_FRAMES = 4
 async def page(tmp_path_factory: pytest.TempPathFactory):
     factory = SessionFactory(TinyBackend.load(), hearing=Hearing())
     server = OnstageServer(factory, Limits(max_sessions=1))
-    await server.start("127.0.0.1", 0)
     wav = microphone_wav(tmp_path_factory.mktemp("mic") / "speech-and-knocks.wav")
-    try:
-        async with chromium(
-            f"http://127.0.0.1:{server.port}/?autostart=1&mic=1&seed=7&transport=ws", wav
-        ) as page:
-            yield page
-    finally:
-        # Bounded: a session whose tasks swallow their cancellation would otherwise hang the whole run.
-        closing = asyncio.ensure_future(server.close())
-        done, _ = await asyncio.wait({closing}, timeout=15)
-        assert done, "OnstageServer.close() did not return within 15 s (a session ignored its cancellation)"
+    async with serving_page(server, "autostart=1&mic=1&seed=7&transport=ws", wav) as page:
+        yield page
 
 
 async def test_the_page_connects_and_draws_every_frame_the_server_sends_and_they_are_not_blank(

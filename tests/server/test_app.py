@@ -47,6 +47,27 @@ async def test_the_same_port_serves_the_page_health_and_metrics(server: OnstageS
     assert (await asyncio.to_thread(http_get, server, "/static/../app.py"))[0] == 404
 
 
+async def test_the_page_camera_models_are_served_from_where_set_up_installed_them(
+    server: OnstageServer,
+) -> None:
+    status, kind, body = await asyncio.to_thread(http_get, server, "/static/vendor/hands/hands.js")
+    assert status == 200 and kind == "text/javascript" and b"Hands" in body
+    status, kind, body = await asyncio.to_thread(
+        http_get, server, "/static/vendor/hands/hands_solution_simd_wasm_bin.wasm"
+    )
+    assert status == 200 and kind == "application/wasm" and body[:4] == b"\0asm"
+    status, kind, _ = await asyncio.to_thread(
+        http_get, server, "/static/vendor/face_detection/face_detection_short_range.tflite"
+    )
+    assert status == 200 and kind == "application/octet-stream"
+    for path in (
+        "/static/vendor/hands/../../app.js",
+        "/static/vendor/hands/package.json/x",
+        "/static/vendor/pose/pose.js",
+    ):
+        assert (await asyncio.to_thread(http_get, server, path))[0] == 404, path
+
+
 async def test_a_session_streams_frames_and_audio_on_the_media_clock(url: str) -> None:
     async with SessionClient(url) as client:
         started = await client.start(seed=3)
@@ -173,7 +194,7 @@ async def test_a_gesture_is_accepted_and_a_later_frame_reflects_it(server: Onsta
         frame = await client.wait_frame(lambda f: accepted["event_id"] in f.header["reflects"])
         # The first reflecting frame opens a chunk nobody had seen when the gesture was sent, and one the
         # generation's lead reaches in time.
-        received, lead = client.received, server.factory.conductor.lead_chunks
+        received, lead = client.received, server.factory.conductor.lead(server.factory.workers.manifest)
         latest = last_reflecting_chunk(seen_chunk(received, arrived(received, accepted)), lead)
         assert frame.header["frame"] == 0
         assert seen_chunk(received, sent) < frame.header["chunk"] <= latest

@@ -1,17 +1,21 @@
 """Generator workers on Ray: a real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``,
-one ``onstage_slot`` per node), real slot actors with the shipped model, a real server on loopback and a
-real client. Ray starts once for the module and is shut down at its end."""
+one ``onstage_slot`` per node), real slot actors with the shipped model, real servers on loopback (two
+front ends in this process, and one ``onstage serve`` of its own to be killed) and real clients. Ray
+starts once for the module and is shut down at its end."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -19,16 +23,26 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from events.hearing import Hearing  # noqa: E402
+from events.transcriber import TranscriberConfig, words  # noqa: E402
 from server.app import OnstageServer  # noqa: E402
 from server.client import SessionClient  # noqa: E402
-from server.cluster.remote import RaySlots, RemoteWorker  # noqa: E402
+from server.cluster.encoders import NAME  # noqa: E402
+from server.cluster.remote import NAMESPACE, RaySlots, RemoteWorker  # noqa: E402
+from server.cluster.remote_encoders import shared_voice_and_hearing  # noqa: E402
 from server.cluster.settings import SLOT_RESOURCE, ClusterSettings  # noqa: E402
 from server.cluster.slot import GeneratorSlot  # noqa: E402
 from server.limits import Limits  # noqa: E402
 from server.media import encode_frames  # noqa: E402
 from server.sessions import SessionFactory  # noqa: E402
+from server.voice import Voice  # noqa: E402
 from streaming_model.condition import ChunkCondition  # noqa: E402
 from streaming_model.worker import Cancel  # noqa: E402
+from tests.support.microphone import speak_into  # noqa: E402
+from tests.support.served_process import onstage_serve  # noqa: E402
+from tests.support.serving import serving  # noqa: E402
+from tests.support.sound_set import SPEECH, clip  # noqa: E402
+from tests.support.voicing import STILL  # noqa: E402
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -53,18 +67,56 @@ def cluster() -> Iterator[Cluster]:
         nodes.shutdown()
 
 
+LEASE_S = 5.0
+"""The front ends' leases in this process: every test longer than this shows that they renew them."""
+KILLED_LEASE_S = 3.0
+"""The lease of the front end in a process of its own that a test kills: its session must be resumed
+elsewhere within it (from the kill, at least three quarters of it), and its other slot is free after it."""
+REFERENCE_CHUNKS = 48
+
+
+async def front_end(cluster: Cluster) -> RaySlots:
+    """A front end of its own to the slots (they are found by name: the first made them)."""
+    return await asyncio.to_thread(
+        RaySlots.connect, ClusterSettings(address="auto", lease_s=LEASE_S), "tiny", {}
+    )
+
+
+@contextlib.asynccontextmanager
+async def ray_serving(factory: SessionFactory, slots: RaySlots) -> AsyncIterator[OnstageServer]:
+    """A server on loopback whose sessions' generators are ``slots``' (closed with it)."""
+    remote = SessionFactory(None, factory.voice, factory.hearing, workers=slots)
+    try:
+        async with serving(remote, Limits(max_sessions=6, resume_grace_s=0.2)) as (srv, _):
+            yield srv
+    finally:
+        await slots.close()
+
+
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def slots(cluster: Cluster) -> RaySlots:
-    return await asyncio.to_thread(RaySlots.connect, ClusterSettings(address="auto"), "tiny", {})
+    return await front_end(cluster)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def ray_server(factory: SessionFactory, slots: RaySlots) -> AsyncIterator[OnstageServer]:
-    remote = SessionFactory(None, factory.voice, factory.hearing, workers=slots)
-    srv = OnstageServer(remote, Limits(max_sessions=6, resume_grace_s=0.2))
-    await srv.start("127.0.0.1", 0)
-    yield srv
-    await srv.close()
+    async with ray_serving(factory, slots) as srv:
+        yield srv
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def second_front_end(factory: SessionFactory, cluster: Cluster) -> AsyncIterator[OnstageServer]:
+    async with ray_serving(factory, await front_end(cluster)) as srv:
+        yield srv
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def still_reference(server: OnstageServer) -> dict[tuple[int, int], bytes]:
+    """Seed 43 with the still plan, in process, no input: each (generator chunk, frame)'s JPEG."""
+    async with SessionClient(f"ws://127.0.0.1:{server.port}/v1/session") as ref:
+        await ref.start(seed=43, director="none", plan=STILL)
+        await ref.wait_frame(lambda f: f.header["gen_chunk"] >= REFERENCE_CHUNKS, timeout=120)
+        return {(f.header["gen_chunk"], f.header["frame"]): f.jpeg for f in ref.received.video}
 
 
 def url_of(srv: OnstageServer) -> str:
@@ -136,7 +188,8 @@ async def test_an_interrupt_lands_mid_generation_on_a_remote_worker(cluster: Clu
     try:
         manifest = await actor.manifest.remote()
         node, _ = await actor.where.remote()
-        worker = await RaySlots([(actor, node)], manifest, owns_ray=False).open(identity=0, seed=1, name="s")
+        pool = RaySlots([(actor, node)], manifest, owns_ray=False)
+        worker = await pool.open(identity=0, seed=1, name="s")
         cond = ChunkCondition(action="wave", audio=(0.0,) * 24)
         finish = encode_frames
         assert len(await worker.produce(cond, Cancel(), finish) or []) == 24
@@ -154,7 +207,8 @@ async def test_an_interrupt_lands_mid_generation_on_a_remote_worker(cluster: Clu
         after = await worker.produce(cond, Cancel(), finish)
         assert after is not None and len(after) == 24
         await worker.close()
-        assert await actor.reserve.remote("t")  # closing freed its place
+        assert await actor.reserve.remote("t", "another front end", LEASE_S)  # closing freed its place
+        await pool.close()
     finally:
         ray.kill(actor)
 
@@ -191,4 +245,180 @@ async def test_a_killed_worker_costs_its_session_a_short_freeze_and_the_picture_
         f"\nmoved at chunk {moved['gen_chunk']}: frozen {moved['frozen_ms']} ms, told {told_ms:.0f} ms after"
         f" the kill, largest frame gap {gap_ms:.0f} ms"
     )
+    await until_no_sessions(ray_server)
+
+
+async def hung_up(client: SessionClient, timeout: float = 30.0) -> tuple[int | None, str | None]:
+    """Wait for the server to close ``client``'s connection; its close code and reason."""
+    assert client.ws is not None
+    await asyncio.wait_for(client.ws.wait_closed(), timeout)
+    return client.ws.close_code, client.ws.close_reason
+
+
+def resume_of(started: dict[str, Any]) -> dict[str, str]:
+    return {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+
+
+def assert_continues_exactly(
+    client: SessionClient, reference: dict[tuple[int, int], bytes], since: int, chunks: int
+) -> None:
+    """Every frame ``client`` got of generator chunks ``since`` to ``since + chunks - 1`` is the reference's
+    (and at least ``chunks`` // 2 of those chunks came: a loaded machine may drop some media)."""
+    got = {
+        (f.header["gen_chunk"], f.header["frame"]): f.jpeg
+        for f in client.received.video
+        if since <= f.header["gen_chunk"] < since + chunks
+    }
+    assert len({c for c, _ in got}) >= chunks // 2, sorted(got)
+    differing = sorted(key for key, jpeg in got.items() if jpeg != reference[key])
+    assert not differing, f"frames (gen_chunk, frame) {differing} differ from the same seed's in process"
+
+
+async def test_a_session_resumed_through_a_second_front_end_continues_its_picture_exactly(
+    ray_server: OnstageServer,
+    second_front_end: OnstageServer,
+    slots: RaySlots,
+    still_reference: dict[tuple[int, int], bytes],
+) -> None:
+    async with SessionClient(url_of(ray_server)) as first:
+        started = await first.start(seed=43, director="none", plan=STILL)
+        await first.wait_frame(lambda f: f.header["gen_chunk"] >= 8, timeout=60)
+        # Front end A still streams to its client; the session is resumed through front end B.
+        async with SessionClient(url_of(second_front_end)) as second:
+            again = await second.start(resume=resume_of(started))
+            assert again["session_id"] == started["session_id"]
+            # A's client is closed as for a resume elsewhere, and A lets its session go without freeing it.
+            assert await hung_up(first) == (1000, "resumed elsewhere")
+            assert not [m for _, m in first.received.messages if m.get("type") == "error"]
+            worker = second_front_end.sessions[started["session_id"]].conductor.worker
+            assert isinstance(worker, RemoteWorker) and worker.pool is not slots
+            # B goes on from the chunk A's generator had reached: the media clock starts afresh, it does not.
+            took_over_at = (await second.wait_frame(lambda f: True, timeout=60)).header["gen_chunk"]
+            assert took_over_at >= 8
+            await second.wait_frame(lambda f: f.header["gen_chunk"] >= took_over_at + 12, timeout=60)
+            deadline = time.monotonic() + 30
+            while started["session_id"] in ray_server.sessions:
+                assert time.monotonic() < deadline, "front end A still holds the session"
+                await asyncio.sleep(0.05)
+            assert await slots.held() == 1  # B's: A's ending freed nothing
+    assert_continues_exactly(second, still_reference, took_over_at, 12)
+    await until_no_sessions(second_front_end)
+    await until_no_sessions(ray_server)
+
+
+async def test_a_killed_front_end_frees_its_slots_within_its_lease_and_its_session_resumes_elsewhere(
+    cluster: Cluster,
+    ray_server: OnstageServer,
+    slots: RaySlots,
+    still_reference: dict[tuple[int, int], bytes],
+    tmp_path: Path,
+) -> None:
+    await until_no_sessions(ray_server)
+    config = f'[server.ray]\naddress = "{cluster.address}"\nlease_s = {KILLED_LEASE_S}\n'
+    async with onstage_serve(tmp_path / "onstage.toml", config) as (process, url_a):
+        async with SessionClient(url_a) as kept, SessionClient(url_a) as left:
+            started = await kept.start(seed=43, director="none", plan=STILL, timeout=60)
+            await left.start(seed=44, director="none", plan=STILL, timeout=60)
+            await kept.wait_frame(lambda f: f.header["gen_chunk"] >= 8, timeout=60)
+            assert await slots.held() == 2  # both slots, both front end A's
+            process.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            assert await process.wait() == -signal.SIGKILL
+    # Front end A is gone without closing anything: its client resumes through this one, which takes the
+    # session's generator over; the other session's place lapses with A's lease.
+    async with SessionClient(url_of(ray_server)) as back:
+        again = await back.start(resume=resume_of(started))
+        assert again["session_id"] == started["session_id"]
+        resumed_s = time.monotonic() - killed
+        took_over_at = (await back.wait_frame(lambda f: True, timeout=60)).header["gen_chunk"]
+        assert took_over_at >= 8
+        freed_s = None
+        while freed_s is None or not back.received.video[-1].header["gen_chunk"] >= took_over_at + 12:
+            if freed_s is None and await slots.held() == 1:
+                freed_s = time.monotonic() - killed
+            assert time.monotonic() - killed < KILLED_LEASE_S + 30, (
+                "the killed front end's slot was never freed"
+            )
+            await asyncio.sleep(0.05)
+        assert await slots.held() == 1  # the resumed session's: claimed, it no longer hangs on A's lease
+        assert_continues_exactly(back, still_reference, took_over_at, 12)
+    print(
+        f"\nthe killed front end's session was resumed elsewhere {resumed_s:.2f} s after SIGKILL, its other"
+        f" slot was free {freed_s:.2f} s after it (its lease: {KILLED_LEASE_S} s)"
+    )
+    assert freed_s < KILLED_LEASE_S + 5.0
+    await until_no_sessions(ray_server)
+
+
+async def test_a_failover_with_no_free_slot_ends_the_session_with_a_fatal_rate_limited(
+    ray_server: OnstageServer,
+) -> None:
+    await until_no_sessions(ray_server)
+    async with SessionClient(url_of(ray_server)) as lost, SessionClient(url_of(ray_server)) as other:
+        started = await lost.start(seed=5)
+        await other.start(seed=6)
+        await lost.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=60)
+        worker = ray_server.sessions[started["session_id"]].conductor.worker
+        assert isinstance(worker, RemoteWorker)
+        _, pid = await worker.slot.where.remote()
+        os.kill(pid, signal.SIGKILL)  # the other slot is taken: the session has nowhere to go
+        error = await lost.wait_type("error", timeout=60)
+        assert (error["code"], error["fatal"]) == ("rate_limited", True)
+        assert (
+            "generator worker died and no other generator slot is free (2 in the cluster)" in error["message"]
+        )
+        assert (await hung_up(lost))[0] == 1011
+        assert ray_server.stats.lost_no_slot_total == 1
+        assert b"onstage_sessions_lost_no_slot_total 1.0" in ray_server.metrics.exposition()
+        # The other session goes on.
+        now = other.received.video[-1].header["chunk"]
+        await other.wait_frame(lambda f: f.header["chunk"] >= now + 4, timeout=60)
+    await until_no_sessions(ray_server)  # the killed slot comes back, empty
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared(cluster: Cluster) -> tuple[Voice, Hearing]:
+    """A front end's voice and hearing from the cluster's shared encoders actor."""
+    return await asyncio.to_thread(shared_voice_and_hearing, TranscriberConfig(), True)
+
+
+async def test_the_shared_encoders_hear_and_speak_as_a_front_end_s_own_models(
+    factory: SessionFactory, shared: tuple[Voice, Hearing]
+) -> None:
+    voice, hearing = shared
+    text = "Hi! Nice to meet you."
+    own = await asyncio.to_thread(factory.voice.synthesize, text)
+    for first in (True, False):  # at the video's priority there, and below it
+        theirs = await voice.synthesize_async(text, first=first)
+        assert np.array_equal(theirs.samples, own.samples) and theirs.words == own.words
+    talk = clip(SPEECH[0])
+    assert hearing.transcriber is not None and factory.hearing.transcriber is not None
+    heard = await asyncio.wrap_future(hearing.transcriber.submit(talk))
+    assert (
+        words(heard.text)
+        and heard.text == (await asyncio.wrap_future(factory.hearing.transcriber.submit(talk))).text
+    )
+    knock = clip("knock_a")
+    assert hearing.yamnet is not None and factory.hearing.yamnet is not None
+    scores = await asyncio.to_thread(hearing.yamnet.scores, knock)
+    assert np.array_equal(scores, await asyncio.to_thread(factory.hearing.yamnet.scores, knock))
+    # One actor for every front end, found by its name.
+    named = ray.get_actor(NAME, namespace=NAMESPACE)
+    assert await named.labels.remote() == factory.hearing.yamnet.labels
+
+
+async def test_a_session_with_the_shared_encoders_hears_its_client_and_speaks(
+    ray_server: OnstageServer, slots: RaySlots, shared: tuple[Voice, Hearing]
+) -> None:
+    await until_no_sessions(ray_server)
+    voice, hearing = shared
+    remote = SessionFactory(None, voice, hearing, workers=slots)
+    async with serving(remote, Limits(max_sessions=2, resume_grace_s=0.2)) as (_, url):
+        async with SessionClient(url) as client:
+            await client.start(seed=9)  # the greeter: it says hello
+            await client.wait_type("character.speech", state="started", timeout=60)
+            await speak_into(client, np.concatenate([clip(SPEECH[0]), np.zeros(24_000, np.float32)]))
+            transcript = await client.wait_type("input.transcript", timeout=60)
+            assert words(transcript["text"])
+            assert any(np.frombuffer(a.pcm, "<i2").any() for a in client.received.audio)  # its voice
     await until_no_sessions(ray_server)

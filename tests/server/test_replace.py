@@ -90,12 +90,12 @@ async def gesture_after(
 async def test_an_input_during_the_next_chunks_generation_shows_in_that_chunk(
     factory: SessionFactory,
 ) -> None:
-    # Generating one chunk ahead (the default), chunk c + 1 starts generating as chunk c starts playing. A
-    # gesture sent when chunk c's first frame arrives comes while c + 1 is denoised (or, on a fast machine,
-    # waits to be sent), with nearly a chunk left before its send: enough to generate it again with the
-    # gesture, unless the session's chunk time leaves no room, when it shows in the chunk after.
-    config = ConductorConfig()
-    lead = config.lead_chunks
+    # Generating one chunk ahead, chunk c + 1 starts generating as chunk c starts playing. A gesture sent
+    # when chunk c's first frame arrives comes while c + 1 is denoised (or, on a fast machine, waits to be
+    # sent), with nearly a chunk left before its send: enough to generate it again with the gesture, unless
+    # the session's chunk time leaves no room, when it shows in the chunk after.
+    config = ConductorConfig(lead_chunks=1.0)
+    lead = config.lead(factory.workers.manifest)
     async with (
         serving(factory, config) as srv,
         SessionClient(f"ws://127.0.0.1:{srv.port}/v1/session") as client,

@@ -12,76 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import re
 import signal
 import sqlite3
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from server.client import SessionClient, VideoFrame
+from tests.support.served_process import onstage_serve
 from tests.support.story_db import snapshot_saved
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-STARTUP_S = 300.0
-"""Loading the models on a busy machine: generous, the test waits for the server's own line."""
 CHUNK_WAIT_S = 120.0
 KEEP_ALL_MEDIA = (
     "[server.limits]\nmedia_max_age_s = 600.0\nmedia_backlog_s = 600.0\nmedia_queue_frames = 100000\n"
 )
 
 
-@contextlib.asynccontextmanager
-async def serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``onstage serve`` on a free loopback port with ``db`` as its story database; yields (process, url).
-    A failure inside says what the server logged last."""
-    config = db.with_name("onstage.toml")
-    config.write_text(KEEP_ALL_MEDIA)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "server.cli",
-        "serve",
-        "--port",
-        "0",
-        "--story-db",
-        str(db),
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert process.stderr is not None
-    lines: list[bytes] = []
-    port: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-    async def drain(stream: asyncio.StreamReader) -> None:
-        # Read everything the server logs, so that a full pipe never blocks it.
-        async for line in stream:
-            lines.append(line)
-            found = re.search(rb"serving on http://127\.0\.0\.1:(\d+)/", line)
-            if found and not port.done():
-                port.set_result(int(found[1]))
-        if not port.done():
-            port.set_exception(RuntimeError(b"".join(lines[-20:]).decode(errors="replace")))
-
-    reader = asyncio.create_task(drain(process.stderr))
-    try:
-        yield process, f"ws://127.0.0.1:{await asyncio.wait_for(port, STARTUP_S)}/v1/session"
-    except Exception as exc:
-        log = b"".join(lines[-30:]).decode(errors="replace")
-        raise AssertionError(f"{exc!r}; the server's last log lines:\n{log}") from exc
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(process.wait(), 60)
-        await reader
+def serve(db: Path) -> contextlib.AbstractAsyncContextManager[tuple[asyncio.subprocess.Process, str]]:
+    """``onstage serve`` with ``db`` as its story database; yields (process, session URL)."""
+    return onstage_serve(db.with_name("onstage.toml"), KEEP_ALL_MEDIA, "--story-db", str(db))
 
 
 async def chunk_frames(client: SessionClient, gen_chunk: int, after_media: int = -1) -> list[bytes]:

@@ -12,6 +12,7 @@ from streaming_model.condition import ChunkCondition
 from streaming_model.linears import with_linears
 from streaming_model.precision import compute_dtype
 from streaming_model.runtime import Generator, Session
+from streaming_model.sampler import STEPS
 from streaming_model.world.episodes import reference_chunk
 
 SCRIPT = [ChunkCondition(action=a, speaking=a == "nod") for a in ("idle", "wave", "walk_left", "nod", "sit")]
@@ -19,7 +20,7 @@ SCRIPT = [ChunkCondition(action=a, speaking=a == "nod") for a in ("idle", "wave"
 
 def test_sessions_draw_the_loaded_models_frames_bit_for_bit(tiny_generator: Generator) -> None:
     reference = reference_chunk(np.array([2]))[0]
-    loaded = Session(tiny_generator, reference, 9, 2, "write_time", 8, 0.0, tiny_generator.dit)
+    loaded = Session(tiny_generator, reference, 9, STEPS, "write_time", 8, 0.0, tiny_generator.dit)
     served = tiny_generator.open_session(reference=reference, seed=9)
     for cond in SCRIPT:
         assert np.array_equal(served.step(cond), loaded.step(cond))

@@ -15,16 +15,26 @@ from streaming_model.backend import Backend, BackendManifest, BackendSession, Ca
 from streaming_model.condition import ChunkCondition
 from streaming_model.kv_cache import RollbackError, SnapshotError
 
+GATE_S = 2.0
+"""How long a gated generation waits for its cancel at most."""
+
 
 class Recording:
     """``backend`` with every session call recorded as (name, thread name); ``capabilities`` replace
     what it declares, and calls beyond them are refused as such a backend would (``RollbackError``,
-    ``SnapshotError``). ``hold``: open_session waits for it (a slow prefill)."""
+    ``SnapshotError``). ``hold``: open_session waits for it (a slow prefill). ``gate``: the generation of
+    that chunk index sets ``gated`` and waits for its cancel, ``GATE_S`` at most (a chunk in flight for
+    as long as a test needs to send it an input)."""
 
     def __init__(
-        self, backend: Backend, capabilities: Capabilities | None = None, hold: threading.Event | None = None
+        self,
+        backend: Backend,
+        capabilities: Capabilities | None = None,
+        hold: threading.Event | None = None,
+        gate: int | None = None,
     ) -> None:
-        self.backend, self.hold = backend, hold
+        self.backend, self.hold, self.gate = backend, hold, gate
+        self.gated = threading.Event()
         self.calls: list[tuple[str, str]] = []
         m = backend.manifest
         self._manifest = m if capabilities is None else msgspec.structs.replace(m, capabilities=capabilities)
@@ -63,6 +73,9 @@ class RecordingSession:
 
     def generate(self, cond: ChunkCondition, cancel: threading.Event | None = None) -> Pending | None:
         self.owner.record("generate")
+        if self.owner.gate == self.inner.index and cancel is not None and not self.owner.gated.is_set():
+            self.owner.gated.set()
+            cancel.wait(GATE_S)
         return self.inner.generate(cond, cancel)
 
     def commit(self, pending: Pending) -> np.ndarray:

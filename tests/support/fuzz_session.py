@@ -67,6 +67,8 @@ def judge(frame: FuzzInput, answers: list[dict[str, Any]]) -> str | None:
         if answers and [a.get("code") for a in answers] != [p.ErrorCode.RATE_LIMITED]:
             return f"valid audio answered with {answers}"
         return None
+    if isinstance(decoded, p.InputLandmarks) and not answers:
+        return None  # a camera frame, like audio, is answered only when refused
     if len(answers) != 1:
         return f"{len(answers)} answers where one was due: {[_short(a) for a in answers]}"
     (answer,) = answers

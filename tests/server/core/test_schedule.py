@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections import deque
 
+import msgspec
 import pytest
 
-from server.core.schedule import FINISH_SLACK_S, HANDOFF_S, ChunkSchedule
+from server.core.schedule import FINISH_SLACK_S, HANDOFF_S, ChunkSchedule, lead_for
 from server.media import MediaClock
+from streaming_model.world_backend import WorldBackend, WorldOptions
 from tests.support.clock import VirtualClock
 
 MEDIA = MediaClock(fps=16, chunk_frames=12)  # 0.75 s chunks: nothing here is the tiny model's 24 fps
@@ -131,3 +133,18 @@ def test_redirects_switched_off_are_never_tried() -> None:
     )
     s.begin(10.0)
     assert not s.time_to_redo(5)
+
+
+def test_the_lead_is_a_chunk_where_chunks_can_be_replaced_else_three_slow_chunks_between_half_and_one() -> (
+    None
+):
+    manifest = WorldBackend(WorldOptions(fps=16, chunk_frames=12), warmup_chunks=1).manifest  # 0.75 s chunks
+
+    def lead(p95_ms: float, finish_ms: float, replaces: bool = False) -> float:
+        costs = msgspec.structs.replace(manifest.costs, chunk_p95_ms=p95_ms, finish_p50_ms=finish_ms)
+        return lead_for(msgspec.structs.replace(manifest, costs=costs), replaces)
+
+    assert lead(10.0, 0.0, replaces=True) == 1.0  # an early chunk is replaced when an input comes
+    assert lead(100.0, 50.0) == pytest.approx(3 * 0.15 / 0.75)
+    assert lead(10.0, 0.0) == 0.5  # a fast backend still leaves time to redirect
+    assert lead(400.0, 100.0) == 1.0  # a slow one never generates more than a chunk ahead

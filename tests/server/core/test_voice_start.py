@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import numpy as np
 import pytest
 
+from agent.minds import Minds
 from agent.plans import Block, Speech
 from agent.realizer import Realizer, SpeechCue
+from events.bus import EventBus
 from server.config import ServerConfig
+from server.core.decider import Decider
+from server.media import MediaClock
 from server.speech import SpeechConfig, SpeechPlayer, speech_parts
 from server.voice import Voice
 from streaming_model.manifest import build_manifest
@@ -112,7 +117,60 @@ async def test_next_chunk_keeps_the_cue_chunk_silent_and_its_mouth_waits_for_the
     assert not np.concatenate([player.slice(f) for f in range(12)]).any()
 
 
-def test_the_server_table_names_both_switches_and_keeps_next_chunk_by_default() -> None:
-    assert ServerConfig().speech() == SpeechConfig(start="next_chunk", first_clause=True)
+async def test_cue_chunk_starts_the_voice_with_the_chunk_that_cued_it_its_mouth_waiting_for_the_audio(
+    voice: Voice,
+) -> None:
+    # The cue chunk's decision waits for the first part either way (the realizer must hear its length
+    # before it plans on): starting there costs no more waiting, and the voice sounds a chunk sooner.
+    realizer = Realizer(manifest=SLOW, voice="server")
+    realizer.submit(Block(behaviors=[Speech(text=TEXT)]))
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="cue_chunk", first_clause=True))
+    media = MediaClock.of(SLOW)
+    decision = await Decider(Minds(realizer, EventBus()), player, media, lambda: 0).decide(0, 0)
+    utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you."))
+    assert decision.out.condition.speaking
+    assert decision.out.condition.audio == pytest.approx(tuple(utterance.frame_envelope(SLOW.fps)[:12]))
+    audio = np.concatenate([player.slice(f) for f in range(12)])
+    assert np.array_equal(audio, utterance.samples[: audio.size])
+
+
+def test_the_server_table_names_both_switches_and_starts_with_the_cue_chunk_by_default() -> None:
+    assert ServerConfig().speech() == SpeechConfig(start="cue_chunk", first_clause=True)
     quick = ServerConfig(voice_start="when_ready", voice_first_clause=False).speech()
     assert quick == SpeechConfig(start="when_ready", first_clause=False)
+
+
+async def test_the_rest_of_open_speech_whose_voice_ran_out_starts_a_chunk_after_the_one_decided(
+    voice: Voice,
+) -> None:
+    # A reply streams: its first sentence is spoken while the rest is still coming, and the voice runs
+    # out before it comes. The rest then waits for the chunk after the one being decided, as a cue does:
+    # synthesis gets a whole chunk, and the decision that takes the rest does not wait for it (on the
+    # loaded soak machine, decisions that waited for the rest made one chunk in twenty late).
+    realizer = Realizer(manifest=SLOW, voice="server")
+    block = Block(behaviors=[Speech(id="say", text="Sure.")])
+    opened = realizer.open_speech(block)
+    assert opened.accepted
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig())
+    media = MediaClock.of(SLOW)
+    decider = Decider(Minds(realizer, EventBus()), player, media, lambda: 0)
+    audio = []
+    for m in range(3):  # chunk 0 cues "Sure." and plays it; the voice runs out before chunk 3
+        await decider.decide(m, m)
+        audio += [player.slice(f) for f in range(media.first_frame(m), media.first_frame(m + 1))]
+    sure = voice.synthesize("Sure.").samples
+    assert np.array_equal(np.concatenate(audio)[: sure.size], sure)
+    (speech,) = block.behaviors
+    whole = msgspec.structs.replace(speech, text="Sure. The gate is down by the river.")
+    assert realizer.extend_speech(opened.block_id, msgspec.structs.replace(block, behaviors=[whole])).accepted
+    decision = await asyncio.wait_for(decider.decide(3, 3), 10)
+    assert decision.out.condition.audio == (0.0,) * SLOW.frames_per_chunk  # the rest is not in chunk 3
+    rest = voice.synthesize("The gate is down by the river.").samples
+    audio = []
+    for m in range(3, 3 + 2 + rest.size // (player.per_frame * SLOW.frames_per_chunk)):
+        if m > 3:
+            await decider.decide(m, m)
+        audio += [player.slice(f) for f in range(media.first_frame(m), media.first_frame(m + 1))]
+    later = np.concatenate(audio)
+    assert not later[: SLOW.frames_per_chunk * player.per_frame].any()  # chunk 3 is silent
+    assert np.array_equal(later[SLOW.frames_per_chunk * player.per_frame :][: rest.size], rest)
