@@ -101,7 +101,7 @@ def test_a_batch_whose_every_session_is_cancelled_mid_pass_stops_between_blocks(
 
 
 def test_what_cannot_share_a_batch_is_refused_before_anything_runs(tiny_generator: Generator) -> None:
-    two_steps = tiny_generator.open_session(identity=0, seed=1)
+    two_steps = tiny_generator.open_session(identity=0, seed=1, steps=2)
     one_step = tiny_generator.open_session(identity=0, seed=1, steps=1)
     with pytest.raises(ValueError, match="cannot share a batch"):
         generate_many([two_steps, one_step], [cond(0), cond(1)], [None, None])
