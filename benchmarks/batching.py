@@ -1,7 +1,7 @@
 """Does batching sessions pay on this machine? B sessions' chunks one by one against one batched pass.
 
-    python benchmarks/batching.py                     # B = 1..8, 60 rounds each, 2 denoise steps
-    python benchmarks/batching.py --steps 1 --sizes 1 2 4 8 --rounds 100
+    python benchmarks/batching.py                     # B = 1..8, 60 rounds each, the default denoise steps
+    python benchmarks/batching.py --steps 2 --sizes 1 2 4 8 --rounds 100
     python benchmarks/batching.py --linears int8      # int8 linears (not bit-exact when batched)
 
 For each batch size B, two sets of B sessions (the same identities and seeds) step through the same
@@ -33,6 +33,7 @@ from streaming_model.condition import ChunkCondition
 from streaming_model.linears import check_linears
 from streaming_model.precision import compute_dtype
 from streaming_model.runtime import Generator, Session, commit_many, decode_many, generate_many
+from streaming_model.sampler import STEPS
 
 WARM_ROUNDS = 5
 
@@ -71,7 +72,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(range(1, 9)))
     ap.add_argument("--rounds", type=int, default=60)
-    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--linears", default="float")
     args = ap.parse_args()
     torch.set_num_threads(1)

@@ -210,6 +210,18 @@ class RemoteWorker:
             self.on_moved(moved)
 
 
+def _ask_up(actor: ActorHandle, method: str, deadline: float) -> Any:
+    """``actor``'s answer to ``method``, waiting through its restart (a slot whose process died comes
+    back, and a front end may join the cluster just then) until ``deadline`` (then ``GetTimeoutError``)."""
+    while True:
+        try:
+            return ray.get(getattr(actor, method).remote(), timeout=max(deadline - time.monotonic(), 0.0))
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() >= deadline:
+                raise ray.exceptions.GetTimeoutError(f"slot {method} unanswered: restarting") from None
+            time.sleep(0.1)
+
+
 class RaySlots:
     """A ``WorkerPool`` of the cluster's generator slots."""
 
@@ -281,9 +293,10 @@ class RaySlots:
             ).remote(backend, options, settings.sessions_per_slot, settings.threads, settings.snapshot_every)
             for i in range(total)
         ]
+        deadline = time.monotonic() + settings.start_timeout_s
         try:
-            places = ray.get([a.where.remote() for a in actors], timeout=settings.start_timeout_s)
-            manifests = ray.get([a.manifest.remote() for a in actors], timeout=settings.start_timeout_s)
+            places = [_ask_up(a, "where", deadline) for a in actors]
+            manifests = [_ask_up(a, "manifest", deadline) for a in actors]
         except ray.exceptions.GetTimeoutError:
             raise ClusterError(
                 f"the {total} generator slot actors were not all up within {settings.start_timeout_s:g} s"

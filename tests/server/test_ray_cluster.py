@@ -21,6 +21,7 @@ import pytest_asyncio
 
 ray = pytest.importorskip("ray")
 
+from ray.actor import ActorHandle  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from events.hearing import Hearing  # noqa: E402
@@ -246,6 +247,32 @@ async def test_a_killed_worker_costs_its_session_a_short_freeze_and_the_picture_
         f" the kill, largest frame gap {gap_ms:.0f} ms"
     )
     await until_no_sessions(ray_server)
+
+
+async def pid_when_up(slot: ActorHandle, timeout: float = 60.0) -> tuple[str, int]:
+    """The slot's node and process, once it answers (a killed slot is restarting meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            node, pid = await slot.where.remote()
+            return node, pid
+        except ray.exceptions.ActorUnavailableError:
+            assert time.monotonic() < deadline, "the slot did not come back"
+            await asyncio.sleep(0.1)
+
+
+async def test_a_front_end_joining_while_a_slot_restarts_waits_until_it_is_back(
+    slots: RaySlots, cluster: Cluster
+) -> None:
+    slot, _ = slots.slots[0]
+    _, pid = await pid_when_up(slot)  # (it may still be coming back from an earlier test's kill)
+    os.kill(pid, signal.SIGKILL)  # no session on it: the slot comes back empty, in a new process
+    joined = await front_end(cluster)  # asks every slot where it is while this one restarts
+    try:
+        assert len(joined.slots) == len(slots.slots)
+        assert (await slot.where.remote())[1] != pid
+    finally:
+        await joined.close()
 
 
 async def hung_up(client: SessionClient, timeout: float = 30.0) -> tuple[int | None, str | None]:
