@@ -26,7 +26,8 @@ frames at the client (23.5 at 24 fps), and reaction (input sent, or speech start
 reflecting it) p50 / p99. A session is real-time with >= 99.9 % on time and >= 99.5 % of windows full.
 Also, from ``/metrics`` at the end of each window: how busy the server measures its generator threads,
 and the share one more session would take the busiest to (what admission compares with
-``generator_busy_max``; admission itself is lifted here, so that every N is tried).
+``generator_busy_max``; admission is lifted as far as it goes here, ``generator_busy_max = 1.0``, so that
+nearly every N is tried: an N of which admission refused a session is shown as refused).
 The clients run in this process on the same two cores: their work counts against the server's.
 """
 
@@ -162,8 +163,12 @@ class Round:
     windows: list[float]
     busy: float
     busy_next: float
+    refused: str = ""
+    """Admission's refusal of one of the N (then nothing was measured)."""
 
     def real_time(self) -> list[bool]:
+        if self.refused:
+            return [False] * self.n
         return [
             s.on_time() >= ON_TIME and w >= WINDOWS for s, w in zip(self.sessions, self.windows, strict=True)
         ]
@@ -181,7 +186,16 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
             client = await stack.enter_async_context(SessionClient(url))
             s = Session(i, client)
             director = "llm" if args.mix == "talking" else "script"
-            s.session_id = (await client.start(seed=args.seed + i, director=director))["session_id"]
+            try:
+                s.session_id = (await client.start(seed=args.seed + i, director=director))["session_id"]
+            except RuntimeError as refused:  # admission judged one more session would not keep real time
+                stop.set()
+                await asyncio.gather(*drivers, return_exceptions=True)
+                await stack.aclose()
+                await until_gone(base)
+                return Round(
+                    n, sessions, [], float("nan"), float("nan"), refused=f"session {i + 1}: {refused}"
+                )
             sessions.append(s)
             driver = talking(s, rng, stop, questions) if args.mix == "talking" else gestures(s, rng, stop)
             drivers.append(asyncio.create_task(driver))
@@ -228,6 +242,8 @@ def ms(values: list[float], q: float) -> str:
 
 
 def row(r: Round) -> str:
+    if r.refused:
+        return f"| {r.n} | refused | | | | | | | |"
     ok = r.real_time()
     on_time = [s.on_time() for s in r.sessions]
     reactions = [x for s in r.sessions for x in s.reactions]
@@ -242,6 +258,8 @@ def row(r: Round) -> str:
 
 
 def details(r: Round) -> str:
+    if r.refused:
+        return f"N = {r.n}: admission refused {r.refused}"
     parts = [
         f"s{s.index}: {100 * s.on_time():.1f} % on time, {100 * w:.0f} % windows, "
         f"reaction {ms(s.reactions, 50)}/{ms(s.reactions, 99)} ms"

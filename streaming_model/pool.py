@@ -144,7 +144,8 @@ def load_of(manifest: BackendManifest, threads: list[ThreadLoad], joining: int) 
         ms = full * costs.batch_ms(thread.batch) + costs.batch_ms(rest)
         return (ms / 1000.0 + sessions * thread.finish_s) / chunk_s
 
-    now = [max(t.busy, demand(t, t.sessions)) for t in threads]
+    # A thread with no sessions left has nothing to run: what it measured was theirs, not a newcomer's.
+    now = [max(t.busy if t.sessions else 0.0, demand(t, t.sessions)) for t in threads]
     added = [0] * len(threads)
     for _ in range(joining):
         j = min(range(len(threads)), key=lambda i: (threads[i].sessions + added[i], now[i]))

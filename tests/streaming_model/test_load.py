@@ -81,3 +81,10 @@ def test_a_pool_predicts_from_costs_and_measures_and_adds_newcomers_to_the_empti
     assert load.after == pytest.approx(0.040 / CHUNK_S + step)  # the idler thread, its costs above 0.1
     assert load_of(MANIFEST, busy, joining=2).after == pytest.approx(0.3 + step)
     assert load_of(MANIFEST, busy, joining=0).after == pytest.approx(0.3)
+
+
+def test_a_thread_whose_sessions_all_left_counts_as_idle_though_its_window_still_shows_their_work() -> None:
+    left = [ThreadLoad(sessions=0, busy=0.9, batch=3, finish_s=0.0) for _ in range(2)]
+    load = load_of(MANIFEST, left, joining=1)
+    assert load.busy == pytest.approx(0.9)  # measured, and said so
+    assert load.after == pytest.approx(0.040 / CHUNK_S)  # but a newcomer adds only its own costs
