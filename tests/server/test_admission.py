@@ -8,7 +8,6 @@ so what is admitted does not depend on how fast this machine is; a busier machin
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -18,7 +17,7 @@ from server.client import SessionClient
 from server.limits import Limits
 from server.sessions import SessionFactory
 from streaming_model.lanes import Lanes
-from tests.support.serving import serving, until
+from tests.support.serving import serving, starts_at_once, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -68,15 +67,8 @@ async def test_a_storm_of_starts_is_admitted_as_far_as_the_costs_allow_and_no_fu
         limits = Limits(max_sessions=8, generator_busy_max=limit, resume_grace_s=0.1)
         async with serving(lanes_factory, limits) as (srv, url):
             assert srv.admission.capacity() == 2
-            clients = [SessionClient(url) for _ in range(6)]
             async with contextlib.AsyncExitStack() as stack:
-                for client in clients:
-                    await stack.enter_async_context(client)
-                answers = await asyncio.gather(
-                    *(c.start(seed=i) for i, c in enumerate(clients)), return_exceptions=True
-                )
-                admitted = [c for c, a in zip(clients, answers, strict=True) if isinstance(a, dict)]
-                refused = [a for a in answers if isinstance(a, RuntimeError)]
+                admitted, refused = await starts_at_once(stack, url, [{"seed": i} for i in range(6)])
                 assert len(admitted) == 2 and len(refused) == 4
                 assert all("server at capacity" in str(a) for a in refused)
                 for client in admitted:

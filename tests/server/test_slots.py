@@ -14,7 +14,7 @@ import pytest
 from server.client import SessionClient
 from server.limits import Limits
 from streaming_model.worker import ModelWorker
-from tests.support.serving import serving, until
+from tests.support.serving import serving, starts_at_once, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -81,16 +81,10 @@ async def test_a_waiting_session_needs_a_free_slot_to_resume_and_keeps_waiting_w
 async def test_a_storm_of_starts_beyond_capacity_is_refused_and_never_overfills(factory) -> None:
     capacity, storm = 2, 8
     async with serving(factory, Limits(max_sessions=capacity, resume_grace_s=60)) as (srv, url):
-        clients = [SessionClient(url) for _ in range(storm)]
         async with contextlib.AsyncExitStack() as stack:
-            for client in clients:
-                await stack.enter_async_context(client)
             # A story session is built over several awaits (its checkpoint store): all arrive at once.
-            answers = await asyncio.gather(
-                *(c.start(story="garden_gate", director="script") for c in clients), return_exceptions=True
-            )
-            admitted = [c for c, a in zip(clients, answers, strict=True) if isinstance(a, dict)]
-            refused = [a for a in answers if isinstance(a, RuntimeError)]
+            story = {"story": "garden_gate", "director": "script"}
+            admitted, refused = await starts_at_once(stack, url, [story] * storm)
             assert len(admitted) == capacity and len(refused) == storm - capacity
             assert all("capacity" in str(a) and "'fatal': True" in str(a) for a in refused)
             assert len(srv.sessions) == capacity

@@ -11,6 +11,7 @@ import msgspec
 
 from agent.director_config import DirectorConfig
 from server.app import OnstageServer
+from server.client import SessionClient
 from server.limits import Limits
 from server.sessions import SessionFactory
 from tests.support.llm_server import LLMServer
@@ -40,3 +41,17 @@ async def until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():  # noqa: ASYNC110 (polls server state that has no event of its own)
             await asyncio.sleep(0.01)
+
+
+async def starts_at_once(
+    stack: contextlib.AsyncExitStack, url: str, starts: list[dict[str, Any]]
+) -> tuple[list[SessionClient], list[RuntimeError]]:
+    """A storm: a client connected (closed with ``stack``) for each of ``starts``, then every
+    ``session.start`` sent at once; the clients admitted and the refusals."""
+    clients = [await stack.enter_async_context(SessionClient(url)) for _ in starts]
+    answers = await asyncio.gather(
+        *(c.start(**fields) for c, fields in zip(clients, starts, strict=True)), return_exceptions=True
+    )
+    admitted = [c for c, a in zip(clients, answers, strict=True) if isinstance(a, dict)]
+    refused = [a for a in answers if isinstance(a, RuntimeError)]
+    return admitted, refused
