@@ -86,12 +86,17 @@ async def bystander(url: str, stop: asyncio.Event, stats: Counter[str]) -> None:
 
 
 async def drive(
-    client: SessionClient, mic: Microphone, seconds: float, seed: int, rewind_s: float, rewinds: list[float]
+    client: SessionClient,
+    mic: Microphone,
+    audio: dict[str, np.ndarray],
+    seconds: float,
+    seed: int,
+    rewind_s: float,
+    rewinds: list[float],
 ) -> list[str]:
     """The user's side of the main session for ``seconds``, rewinding the story every ``rewind_s`` (the
     times it sent them appended to ``rewinds``); returns the event ids of its inputs."""
     rng = random.Random(seed)
-    audio = sounds()
     ids: list[str] = []
     end = time.monotonic() + seconds
     n = itertools.count()
@@ -125,6 +130,33 @@ async def rss_samples(base: str, every_s: float) -> list[tuple[float, float]]:
             await asyncio.sleep(every_s)
     except asyncio.CancelledError:
         return out
+
+
+STALL_S = 0.05
+"""A pause of this process's event loop longer than this is a stall of the measuring client."""
+GAP_S = 0.1
+"""A gap between frames longer than this is a stall of the picture (as the client saw it)."""
+
+
+async def loop_stalls(every_s: float = 0.01) -> list[tuple[float, float]]:
+    """(from, to) of every time this process's event loop was held longer than ``STALL_S`` beyond a
+    ``every_s`` sleep, until cancelled: frames that arrived meanwhile were stamped late by the client."""
+    out = []
+    try:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(every_s)
+            after = time.monotonic()
+            if after - before - every_s > STALL_S:
+                out.append((before + every_s, after))
+    except asyncio.CancelledError:
+        return out
+
+
+def gaps_in_stalls(times: list[float], stalls: list[tuple[float, float]]) -> tuple[int, int]:
+    """Frame gaps longer than ``GAP_S``, and how many of them overlap a stall of the client's own loop."""
+    gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a > GAP_S]
+    return len(gaps), sum(any(s < b and e > a for s, e in stalls) for a, b in gaps)
 
 
 def slope(readings: list[tuple[float, float]]) -> float:
@@ -188,7 +220,10 @@ debounce_s = 0.05
 """
             stats: Counter[str] = Counter()
             async with served(config) as base, SessionClient(session_url(base)) as client:
+                # Piper makes the microphone's speech: in a thread, not on the loop that stamps frames.
+                audio = await asyncio.to_thread(sounds)
                 started = await client.start(director="llm", story="garden_gate", seed=args.seed)
+                watcher = asyncio.create_task(loop_stalls())
                 stop = asyncio.Event()
                 side = asyncio.create_task(bystander(session_url(base), stop, stats))
                 async with Microphone(client) as mic:
@@ -196,17 +231,21 @@ debounce_s = 0.05
                     # YAMNet, the Director, a rewind, the bystander) before memory is first read.
                     rewinds: list[float] = []
                     await drive(
-                        client, mic, 60.0 if args.minutes >= 5 else 20.0, args.seed + 1, 30.0, rewinds
+                        client, mic, audio, 60.0 if args.minutes >= 5 else 20.0, args.seed + 1, 30.0, rewinds
                     )
                     rss_start = rss_mib(base)
                     sampler = asyncio.create_task(rss_samples(base, 30.0))
-                    ids = await drive(client, mic, 60.0 * args.minutes, args.seed, args.rewind_s, rewinds)
+                    ids = await drive(
+                        client, mic, audio, 60.0 * args.minutes, args.seed, args.rewind_s, rewinds
+                    )
                     sampler.cancel()
                     rss_trend = await sampler
                 rss_end = rss_mib(base)
                 stop.set()
                 await side
                 metrics = client.received.of_type("metrics")[-1]
+                watcher.cancel()
+                stalls = await watcher
             checkpoints = {
                 h["checkpoint"]
                 for m in client.received.of_type("story.state")
@@ -229,6 +268,14 @@ debounce_s = 0.05
         ),
         ("largest frame gap at the client", f"{gaps.max():.0f} ms"),
         ("frame gap p99", f"{np.percentile(gaps, 99):.1f} ms"),
+        (
+            f"frame gaps over {1000 * GAP_S:.0f} ms / of them while this client's own loop stalled",
+            " / ".join(str(n) for n in gaps_in_stalls(times, stalls)),
+        ),
+        (
+            f"this client's loop stalls over {1000 * STALL_S:.0f} ms: count / longest",
+            f"{len(stalls)} / {max((1000 * (e - s) for s, e in stalls), default=0.0):.0f} ms",
+        ),
         (
             "inputs: reflected / told why not / unanswered",
             f"{outcome['reflected']} / {outcome['told why not']} / {outcome['unanswered']}",
