@@ -287,11 +287,16 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -
         print(f"| {kind} | {trial.event_id or '-'} | {chunk} | {ms} | {verdict} |")
 
 
+def window_edges(times: np.ndarray, fps: float) -> np.ndarray:
+    """Starts of the whole 1 s windows of arrival ``times`` (sorted seconds): half a frame before a frame
+    is due, so a few ms of jitter does not move frames between neighbouring windows (which would read as
+    23 fps next to 25)."""
+    return np.arange(times[0] - 0.5 / fps, times[-1] - 1.0, 1.0)
+
+
 def window_counts(times: np.ndarray, fps: float) -> np.ndarray:
-    """Frames in each whole 1 s window of arrival ``times`` (sorted seconds). Windows start half a frame
-    before a frame is due, so a few ms of jitter does not move frames between neighbouring windows (which
-    would read as 23 fps next to 25)."""
-    edges = np.arange(times[0] - 0.5 / fps, times[-1] - 1.0, 1.0)
+    """Frames in each window of ``window_edges``."""
+    edges = window_edges(times, fps)
     return np.searchsorted(times, edges + 1.0) - np.searchsorted(times, edges)
 
 

@@ -39,7 +39,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from director import answer
-from reaction import Microphone, sounds, window_counts
+from reaction import Microphone, sounds, window_counts, window_edges
 from served import rss_mib, served, session_url
 
 from server.client import SessionClient
@@ -51,22 +51,16 @@ GESTURES = ["wave", "thumbs_up", "point", "raise_hand", "nod"]
 LINES = ["Where does this path go?", "Can you wave at me?", "Open the gate!", "What was that noise?"]
 
 
-def fps_windows(times: list[float], fps: float, full: float) -> float:
-    """Share of whole 1 s windows of a ``fps`` stream that hold at least ``full`` frames, as the reaction benchmark counts them
-    (windows starting half a frame before one is due: windows starting on a frame read a frame that came
-    a millisecond early as 25 fps beside 23)."""
-    counts = window_counts(np.asarray(times), fps)
-    return float(np.mean(counts >= full)) if counts.size else 0.0
-
-
-def short_windows(times: list[float], fps: float, full: float, rewinds: list[float]) -> tuple[int, int]:
-    """The 1 s windows (as ``fps_windows`` counts them) holding fewer than ``full`` frames, and how many of
-    those overlap the 2 s after one of the ``rewinds`` (where the picture jumps back to a checkpoint)."""
+def windows(times: list[float], fps: float, full: float, rewinds: list[float]) -> tuple[float, int, int]:
+    """The 1 s windows of a ``fps`` stream as the reaction benchmark counts them (from half a frame before
+    a frame is due: windows starting on a frame read one that came a millisecond early as 25 fps beside
+    23): the share holding at least ``full`` frames, how many hold fewer, and how many of those overlap
+    the 2 s after one of the ``rewinds`` (where the picture jumps back to a checkpoint)."""
     t = np.asarray(times)
-    counts = window_counts(t, fps)
-    starts = t[0] - 0.5 / fps + np.arange(counts.size)  # as window_counts lays them
+    starts, counts = window_edges(t, fps), window_counts(t, fps)
     short = starts[counts < full]
-    return short.size, sum(any(r - 1.0 < s < r + 2.0 for r in rewinds) for s in short)
+    near = sum(any(r - 1.0 < s < r + 2.0 for r in rewinds) for s in short)
+    return (float(np.mean(counts >= full)) if counts.size else 0.0), short.size, near
 
 
 async def bystander(url: str, stop: asyncio.Event, stats: Counter[str]) -> None:
@@ -257,15 +251,13 @@ debounce_s = 0.05
     gaps = np.diff(times) * 1000.0
     outcome = answered(client, ids)
     full = started["fps"] - WINDOW_SLACK_FRAMES
+    full_share, short, near = windows(times, started["fps"], full, rewinds)
     rows = [
         ("minutes", f"{args.minutes:g}"),
         ("video frames received", f"{len(times)}"),
         ("chunks on time (server)", f"{100 * metrics['on_time']:.2f} %"),
-        (f"1 s windows with >= {full:g} fps", f"{100 * fps_windows(times, started['fps'], full):.2f} %"),
-        (
-            f"1 s windows short of {full:g} fps / of them within 2 s after a story rewind",
-            " / ".join(str(n) for n in short_windows(times, started["fps"], full, rewinds)),
-        ),
+        (f"1 s windows with >= {full:g} fps", f"{100 * full_share:.2f} %"),
+        (f"1 s windows short of {full:g} fps / of them within 2 s after a story rewind", f"{short} / {near}"),
         ("largest frame gap at the client", f"{gaps.max():.0f} ms"),
         ("frame gap p99", f"{np.percentile(gaps, 99):.1f} ms"),
         (
