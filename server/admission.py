@@ -36,11 +36,10 @@ class Admission:
                 f"server at capacity: {live} live sessions is the most it is configured to keep "
                 f"(max_sessions); try again later"
             )
-        now = self.load(0)
-        if now is None:
+        if not isinstance(self.workers, MeasuredPool):
             return None
-        load = self.load(max(0, claimed - now.sessions) + 1)
-        assert load is not None
+        now = self.workers.load(0)
+        load = self.workers.load(max(0, claimed - now.sessions) + 1)
         if load.after <= self.limits.generator_busy_max:
             return None
         return (
