@@ -543,9 +543,15 @@ class Realizer:
         return RealizerSnapshot(copy.deepcopy({name: getattr(self, name) for name in _SNAPSHOT_FIELDS}))
 
     def restore(self, snapshot: RealizerSnapshot) -> None:
-        """Go back to a ``snapshot`` (tick listeners such as a script keep their own state)."""
+        """Go back to a ``snapshot`` (tick listeners such as a script keep their own state). An input whose
+        block was waiting and is not in the snapshot is told stale: the rewind took its only chance to show."""
+        waiting = {cause for entry in self._entries for cause in causes_of(entry.block)} - self._reflected
         for name, value in copy.deepcopy(snapshot.state).items():
             setattr(self, name, value)
+        kept = {cause for entry in self._entries for cause in causes_of(entry.block)}
+        for cause in sorted(waiting - kept):
+            detail = "a story rewind went back before it showed"
+            self._publish(self._stamp(InputUnshown, cause=cause, reason="stale", detail=detail))
 
     def blocks(self) -> list[tuple[str, str, bool]]:
         """(block id, source, running) for every block waiting or running."""

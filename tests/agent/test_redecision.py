@@ -10,6 +10,7 @@ from agent.progress import BlockStarted, InputUnshown
 from agent.realizer import Realizer
 from events.bus import EventBus, Subscription
 from events.vocabulary import Event
+from tests.support.events import only
 
 
 def drain(sub: Subscription) -> list[Event]:
@@ -121,3 +122,17 @@ def test_a_stale_block_tells_its_input_will_not_show() -> None:
     [event] = drain(unshown)
     assert isinstance(event, InputUnshown) and (event.cause, event.reason) == ("e1", "stale")
     assert realizer.caused("e1") and not realizer.caused("e2")
+
+
+def test_a_rewind_past_an_input_that_has_not_shown_yet_tells_it_is_stale() -> None:
+    realizer = quiet()
+    assert realizer.bus is not None
+    unshown = realizer.bus.subscribe(InputUnshown)
+    realizer.tick(0)
+    checkpoint = realizer.snapshot()
+    realizer.submit(wave("e1"))
+    assert "e1" in realizer.tick(1).reflects  # e1 showed before the rewind
+    realizer.submit(wave("e2"))  # e2 waits for the next chunk when the story goes back
+    realizer.restore(checkpoint)
+    told = only(InputUnshown, drain(unshown))
+    assert [(e.cause, e.reason) for e in told] == [("e2", "stale")]
