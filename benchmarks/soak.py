@@ -12,7 +12,9 @@ and again.
 
 Reported (a markdown table): the main session's on-time share (the server's own count), frame-rate
 windows (share of 1 s windows with >= 23.5 fps, as the reaction benchmark judges them), the largest gap
-between two video frames at the client, how many inputs of each kind were answered (a reflecting frame
+between two video frames at the client, each of those also by the server's send times (the video
+header's ``sent_ms``: this client shares the machine with the server, so a frame it stamps late may have
+been sent on time), how many inputs of each kind were answered (a reflecting frame
 or an ``input.outcome``), the server's resident memory after the warm-up minute and at the end, and the
 story store after the server stopped: SQLite's integrity check and whether every checkpoint the client
 was told about is in it. The warm-up (the first minute) drives the session as the run does, so that memory
@@ -147,10 +149,21 @@ async def loop_stalls(every_s: float = 0.01) -> list[tuple[float, float]]:
         return out
 
 
-def gaps_in_stalls(times: list[float], stalls: list[tuple[float, float]]) -> tuple[int, int]:
-    """Frame gaps longer than ``GAP_S``, and how many of them overlap a stall of the client's own loop."""
-    gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a > GAP_S]
-    return len(gaps), sum(any(s < b and e > a for s, e in stalls) for a, b in gaps)
+def gaps_in_stalls(
+    times: list[float], sent: list[float], stalls: list[tuple[float, float]]
+) -> tuple[int, int, int]:
+    """Frame gaps longer than ``GAP_S`` at the client, how many of them overlap a stall of the client's own
+    loop, and how many the server also sent with a gap that long (``sent``: its send times, in seconds)."""
+    gaps = [n for n, (a, b) in enumerate(itertools.pairwise(times)) if b - a > GAP_S]
+    in_stalls = sum(any(s < times[n + 1] and e > times[n] for s, e in stalls) for n in gaps)
+    return len(gaps), in_stalls, sum(sent[n + 1] - sent[n] > GAP_S for n in gaps)
+
+
+def on_client_clock(times: list[float], sent: list[float]) -> list[float]:
+    """The server's send times moved onto the client's clock by their median offset (so that the rewinds,
+    stamped here, fall where they did among them)."""
+    offset = float(np.median(np.asarray(times) - np.asarray(sent)))
+    return [t + offset for t in sent]
 
 
 def slope(readings: list[tuple[float, float]]) -> float:
@@ -248,21 +261,32 @@ debounce_s = 0.05
             }
         integrity, missing = story_store(db, checkpoints)
     times = [f.t for f in client.received.video]
-    gaps = np.diff(times) * 1000.0
+    sent = on_client_clock(times, [f.header["sent_ms"] / 1000.0 for f in client.received.video])
+    gaps, sent_gaps = np.diff(times) * 1000.0, np.diff(sent) * 1000.0
     outcome = answered(client, ids)
     full = started["fps"] - WINDOW_SLACK_FRAMES
     full_share, short, near = windows(times, started["fps"], full, rewinds)
+    sent_share, sent_short, sent_near = windows(sent, started["fps"], full, rewinds)
     rows = [
         ("minutes", f"{args.minutes:g}"),
         ("video frames received", f"{len(times)}"),
         ("chunks on time (server)", f"{100 * metrics['on_time']:.2f} %"),
         (f"1 s windows with >= {full:g} fps", f"{100 * full_share:.2f} %"),
         (f"1 s windows short of {full:g} fps / of them within 2 s after a story rewind", f"{short} / {near}"),
-        ("largest frame gap at the client", f"{gaps.max():.0f} ms"),
-        ("frame gap p99", f"{np.percentile(gaps, 99):.1f} ms"),
+        ("the same, by the server's send times (`sent_ms`)", f"{100 * sent_share:.2f} %"),
+        ("the same, short / within 2 s after a rewind", f"{sent_short} / {sent_near}"),
         (
-            f"frame gaps over {1000 * GAP_S:.0f} ms / of them while this client's own loop stalled",
-            " / ".join(str(n) for n in gaps_in_stalls(times, stalls)),
+            "largest frame gap: at the client / as the server sent them",
+            f"{gaps.max():.0f} / {sent_gaps.max():.0f} ms",
+        ),
+        (
+            "frame gap p99: at the client / as sent",
+            f"{np.percentile(gaps, 99):.1f} / {np.percentile(sent_gaps, 99):.1f} ms",
+        ),
+        (
+            f"frame gaps over {1000 * GAP_S:.0f} ms at the client / of them while this client's own loop "
+            "stalled / of them sent that far apart by the server",
+            " / ".join(str(n) for n in gaps_in_stalls(times, sent, stalls)),
         ),
         (
             f"this client's loop stalls over {1000 * STALL_S:.0f} ms: count / longest",

@@ -110,6 +110,7 @@ class ProtocolAdapter:
                     height=item.height,
                     reflects=list(item.reflects),
                     gen_chunk=item.gen_chunk,
+                    sent_ms=round(item.sent_ms, 1),
                 )
                 return p.encode_media(p.Kind.VIDEO, header, item.jpeg)
             case AudioOut():

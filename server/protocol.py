@@ -431,8 +431,10 @@ def error_message(exc: ProtocolError) -> Error:
 
 
 class VideoHeader(msgspec.Struct, kw_only=True):
-    """docs/protocol.md: the video header, plus ``gen_chunk`` (an extension): the generator's own chunk index,
-    which equals ``chunk`` until a story rewind sends the generator back while the media clock goes on."""
+    """docs/protocol.md: the video header, plus two extensions: ``gen_chunk``, the generator's own chunk
+    index, which equals ``chunk`` until a story rewind sends the generator back while the media clock goes
+    on; and ``sent_ms``, when the server sent the frame (milliseconds since the session was made, on the
+    server's clock), which tells a late send from a late receipt."""
 
     seq: int
     chunk: int
@@ -442,6 +444,7 @@ class VideoHeader(msgspec.Struct, kw_only=True):
     height: int
     reflects: list[str] = []
     gen_chunk: int | None = None
+    sent_ms: float | None = None
 
 
 class AudioHeader(msgspec.Struct, kw_only=True):

@@ -52,6 +52,7 @@ class MediaOut:
         self._sent_times: deque[float] = deque(maxlen=240)
         self.lip_sync = LipSync(schedule.media.fps)
         self.observer: Observer | None = None
+        self._made_at = schedule.clock.time()
 
     async def run(self) -> None:
         """Send chunks as they become ready, forever."""
@@ -77,6 +78,7 @@ class MediaOut:
                     height=self.height,
                     reflects=reflects,
                     gen_chunk=chunk.gen_chunk,
+                    sent_ms=1000.0 * (self.schedule.clock.time() - self._made_at),
                     jpeg=jpeg,
                 )
                 await self._out(video)

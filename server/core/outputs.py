@@ -20,7 +20,8 @@ from streaming_model.worker import WorkerMoved
 
 class VideoOut(msgspec.Struct, frozen=True, kw_only=True):
     """One video frame: ``frame`` of media chunk ``chunk`` (generator chunk ``gen_chunk``), at ``pts_ms``;
-    ``reflects`` (on a chunk's first frame) the events whose effect first entered the generation here."""
+    ``reflects`` (on a chunk's first frame) the events whose effect first entered the generation here;
+    ``sent_ms`` when it went out, in milliseconds on the session's clock since the session was made."""
 
     chunk: int
     frame: int
@@ -29,6 +30,7 @@ class VideoOut(msgspec.Struct, frozen=True, kw_only=True):
     height: int
     reflects: tuple[str, ...]
     gen_chunk: int
+    sent_ms: float
     jpeg: bytes
 
 

@@ -85,6 +85,10 @@ async def test_a_session_streams_frames_and_audio_on_the_media_clock(url: str) -
         # be that late): 8 chunks take 8 chunk times to arrive, less at most one.
         span = frames[32].t - frames[0].t
         assert span >= (32 - started["chunk_frames"]) / started["fps"]
+        # The server says when it sent each frame: in order, and paced as the arrivals are.
+        sent = [f.header["sent_ms"] for f in frames]
+        assert sent == sorted(sent)
+        assert sent[32] - sent[0] >= 1000 * (32 - started["chunk_frames"]) / started["fps"]
 
 
 async def test_metrics_count_a_live_sessions_chunks_and_time_their_generation(

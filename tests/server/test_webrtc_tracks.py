@@ -33,6 +33,7 @@ def video(frame: int, fps: int = 16) -> VideoOut:
         height=16,
         reflects=(),
         gen_chunk=frame // 4,
+        sent_ms=frame * 1000.0 / fps,
         jpeg=jpeg(frame * 20),
     )
 

@@ -66,6 +66,7 @@ async def test_frames_go_out_at_their_presentation_times_with_their_audio_first(
     for n, (t, frame) in enumerate(video):
         assert (frame.chunk, frame.frame) == divmod(n, MEDIA.chunk_frames)
         assert t == pytest.approx(schedule.frame_at(n))  # sent when due, not before
+        assert frame.sent_ms == pytest.approx(1000 * (t - 50.0))  # since the session's media was made
         assert frame.pts_ms == MEDIA.pts_ms(n)
         assert frame.jpeg == f"jpeg {frame.chunk}.{frame.frame}".encode()
         assert frame.reflects == (("e1",) if n == 0 else ())
