@@ -6,6 +6,8 @@ ratios measured in one run, and cache maintenance, write-time vs naive.
                                                    # the naive path runs --naive-chunks (default 300)
 
 Per chunk = generate (all denoise steps) + commit (the cache write pass) + decode to pixels, each timed.
+``frames`` = generate + decode: when a chunk's frames are ready, its commit coming after them (the model
+worker's order, ``streaming_model.producer``), and what a replacement of an unsent chunk costs.
 Cache maintenance = time spent rotating/quantizing/assembling cached keys and values.
 
 The paths, each its own session on the same script and seed:
@@ -113,6 +115,8 @@ class Lane:
             "generate_ms": float(np.median(stages[:, 0])),
             "commit_ms": float(np.median(stages[:, 1])),
             "decode_ms": float(np.median(stages[:, 2])),
+            "frames_ms": float(np.median(stages[:, 0] + stages[:, 2])),
+            "frames_p99_ms": float(np.percentile(stages[:, 0] + stages[:, 2], 99)),
             "maint_ms": 1000.0 * self.session.cache.maintenance_s / len(self.times),
             "rss_start_mb": rss[1] if len(rss) > 2 else rss[0],
             "rss_end_mb": rss[-1],
@@ -203,7 +207,8 @@ def main() -> None:
     )
     print(
         f"{'path':<13} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
-        f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'maint ms':>9} "
+        f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'frames':>7} "
+        f"{'frames p99':>10} {'maint ms':>9} "
         f"{'RSS MiB':>15}"
     )
     for name, r in results.items():
@@ -211,7 +216,8 @@ def main() -> None:
             f"{name:<13} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
             f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
             f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
-            f"{r['decode_ms']:>7.1f} {r['maint_ms']:>9.3f} {r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
+            f"{r['decode_ms']:>7.1f} {r['frames_ms']:>7.1f} {r['frames_p99_ms']:>10.1f} {r['maint_ms']:>9.3f} "
+            f"{r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
         )
     naive = results["naive"]
     print(f"maintenance naive / write-time: {naive['maint_ms'] / max(today['maint_ms'], 1e-9):.1f}x")

@@ -47,7 +47,8 @@ class ServerMetrics:
         )
         self.chunks = Histogram(
             "onstage_chunk_seconds",
-            "Time from a chunk's decision to its frames being ready (generate, commit, decode, encode).",
+            "Time from a chunk's decision to its frames being ready (commit of the chunk before, generate, "
+            "decode, encode).",
             buckets=CHUNK_BUCKETS,
             registry=self.registry,
         )
@@ -183,7 +184,8 @@ class _ServerCollector(Collector):
         ]
         quantiles = GaugeMetricFamily(
             "onstage_session_chunk_seconds",
-            "A session's recent chunk times (generate, commit, decode, encode) at the median and p99.",
+            "A session's recent chunk times (generate, decode, encode: what a regeneration takes) at the "
+            "median and p99.",
             labels=["session", "quantile"],
         )
         for sid, session in sessions:

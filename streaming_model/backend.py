@@ -3,13 +3,17 @@
     backend = open_backend("world", {"fps": "16"})          # streaming_model.backends
     session = backend.open_session(identity=2, seed=7)
     pending = session.generate(cond, cancel)                 # None if cancel was seen; nothing committed
-    frames = session.commit(pending)                         # (frames, height, width, 3) uint8
+    frames = session.decode(pending)                         # (frames, height, width, 3) uint8
+    session.commit(pending)                                  # the session takes the chunk
     session.rollback(1); snap = session.snapshot(); session.restore(snap)
     blob = session.export_state(snap); session.restore(session.import_state(blob))
 
 A backend declares in its ``BackendManifest`` its clock and picture and vocabulary (``vocabulary``, a
 ``Manifest``), what it draws for actions it lacks (``fallbacks``), what it can do (``Capabilities``) and
-what its chunks cost (``Costs``, measured at warm-up). Callers read those instead of assuming a model:
+what its chunks cost (``Costs``, measured at warm-up). A chunk's frames come from ``decode`` before the
+session takes it with ``commit``: the frames go out first, and the cache is written after them (the
+model worker commits a chunk when the next one is made, so a chunk not yet sent is replaced by simply
+generating it again). Callers read those instead of assuming a model:
 no rollback means no replacement of a generated chunk; snapshots other than exact make a story rewind
 approximate. A session is used from one thread at a time (the model worker's); ``cancel`` may be set from
 any thread. docs/backends.md says how to write one.
@@ -59,15 +63,17 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
 
 class Costs(msgspec.Struct, frozen=True, kw_only=True):
     """Milliseconds, measured at warm-up on the machine serving: generating a chunk (p50, p95), finishing
-    one (commit and decode), a fresh session's first chunk, and from a set ``cancel`` to ``generate``
-    returning. A batching backend adds ``batch_p50_ms``: a whole chunk (generate, commit, decode) of
-    1, 2, ... sessions at once, the batch's median time for each batch size."""
+    one (``decode``: from a generated chunk to its frames), committing one (``commit``, done after its
+    frames are out), a fresh session's first chunk, and from a set ``cancel`` to ``generate`` returning.
+    A batching backend adds ``batch_p50_ms``: a whole chunk (generate, decode, commit) of 1, 2, ...
+    sessions at once, the batch's median time for each batch size."""
 
     chunk_p50_ms: float
     chunk_p95_ms: float
     finish_p50_ms: float
     first_chunk_ms: float
     interrupt_ms: float
+    commit_p50_ms: float = 0.0
     batch_p50_ms: tuple[float, ...] = ()
 
     def batch_ms(self, sessions: int) -> float:
@@ -76,7 +82,7 @@ class Costs(msgspec.Struct, frozen=True, kw_only=True):
         it does not."""
         if sessions <= 0:
             return 0.0
-        measured = self.batch_p50_ms or (self.chunk_p50_ms + self.finish_p50_ms,)
+        measured = self.batch_p50_ms or (self.chunk_p50_ms + self.finish_p50_ms + self.commit_p50_ms,)
         if sessions <= len(measured):
             return measured[sessions - 1]
         step = measured[-1] - measured[-2] if len(measured) > 1 else measured[-1]
@@ -111,7 +117,8 @@ class Pending(Protocol):
 
 
 class BackendSession(Protocol):
-    """One character on one call. Nothing committed changes before ``commit``."""
+    """One character on one call. Nothing committed changes before ``commit``; a chunk's frames
+    (``decode``) do not depend on whether it was committed yet."""
 
     @property
     def index(self) -> int:
@@ -128,9 +135,15 @@ class BackendSession(Protocol):
         ``ConditionError`` for a condition it cannot take. Side-effect free: committed state stays."""
         ...
 
-    def commit(self, pending: Pending) -> np.ndarray:
-        """Make ``pending`` part of the session and return its frames, (frames, height, width, 3) uint8.
-        ``ValueError`` if it does not follow the session's last committed chunk."""
+    def decode(self, pending: Pending) -> np.ndarray:
+        """The frames of a generated chunk, (frames, height, width, 3) uint8, whether it was committed yet or
+        not. Side-effect free: the frames go out before the session takes the chunk (``commit``), and a
+        chunk decoded but never committed leaves no trace."""
+        ...
+
+    def commit(self, pending: Pending) -> None:
+        """Make ``pending`` part of the session (the next chunk continues from it: a model writes its cache
+        here). ``ValueError`` if it does not follow the session's last committed chunk."""
         ...
 
     def rollback(self, k: int) -> None:
@@ -174,10 +187,10 @@ class Backend(Protocol):
 
 
 class BatchingBackend(Backend, Protocol):
-    """A backend whose sessions' chunks can be generated and committed several at once (its manifest
-    declares ``batching`` other than ``none``). Every session given must be one of its own; each keeps its
-    own state, seed and chunk index, and a batch does to each what ``generate`` and ``commit`` alone do
-    (bit for bit when ``batching`` is ``exact``)."""
+    """A backend whose sessions' chunks can be generated, decoded and committed several at once (its
+    manifest declares ``batching`` other than ``none``). Every session given must be one of its own; each
+    keeps its own state, seed and chunk index, and a batch does to each what ``generate``, ``decode`` and
+    ``commit`` alone do (bit for bit when ``batching`` is ``exact``)."""
 
     def generate_many(
         self,
@@ -189,15 +202,20 @@ class BatchingBackend(Backend, Protocol):
         ``cancel`` was seen first. ``ConditionError`` for a condition it cannot take (nothing generated)."""
         ...
 
-    def commit_many(
+    def decode_many(
         self, sessions: Sequence[BackendSession], pendings: Sequence[Pending]
     ) -> list[np.ndarray]:
-        """``commit`` for each session and its pending chunk, in one pass; their frames in order."""
+        """``decode`` for each session's pending chunk, in one pass; their frames in order."""
+        ...
+
+    def commit_many(self, sessions: Sequence[BackendSession], pendings: Sequence[Pending]) -> None:
+        """``commit`` for each session and its pending chunk, in one pass."""
         ...
 
 
 def can_batch(backend: Backend) -> TypeGuard[BatchingBackend]:
-    """Whether ``backend`` declares batching (and so has ``generate_many`` and ``commit_many``)."""
+    """Whether ``backend`` declares batching (and so has ``generate_many``, ``decode_many`` and
+    ``commit_many``)."""
     return backend.manifest.capabilities.batching != "none"
 
 

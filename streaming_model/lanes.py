@@ -6,7 +6,8 @@
     lanes.load()                                                 # how busy the lanes are, measured
 
 A lane runs what its sessions ask in the order they ask. Every ``produce`` waiting when its thread comes
-free joins one batch (``BatchingBackend.generate_many`` and ``commit_many``), at most one per session and
+free joins one batch (``BatchingBackend.commit_many`` for the chunks they produced before, then
+``generate_many`` and ``decode_many``), at most one per session and
 ``max_batch`` in all; anything else (opening, replacing, rolling back, snapshots, closing) runs alone
 between batches. Nothing waits for company: a lane that is free takes a lone chunk at once, and batches
 form when chunks come due while it is busy, which is when batching pays. A session's cancel takes it
@@ -46,8 +47,9 @@ from .backend import (
 from .busy import BusyMeter
 from .condition import ChunkCondition, ConditionError
 from .pool import Claimed, GeneratorLoad, LocalWorkers, Resumable, ThreadLoad, load_of, median_s
+from .producer import Producer, settle_many
 from .runtime import SessionSnapshot
-from .worker import WorkerMoved, capture_state, produce_chunk, replace_chunk, restore_into, timed
+from .worker import WorkerMoved, timed
 
 T = TypeVar("T")
 
@@ -150,11 +152,16 @@ class Lane:
     def _alone(self, job: _Produce) -> Any:
         worker = job.worker
         finish = timed(job.finish, self.finish_s)
-        return produce_chunk(worker.session, self.manifest, job.cond, job.cancel, finish, worker.finish_times)
+        out = worker.producer.produce(job.cond, job.cancel, finish, worker.finish_times)
+        worker.commit_times.append(worker.producer.take_commit_s())
+        return out
 
     def _together(self, batcher: BatchingBackend, batch: list[_Produce]) -> None:
-        sessions = [job.worker.session for job in batch]
+        producers = [job.worker.producer for job in batch]
+        sessions = [p.session for p in producers]
         try:
+            # The chunks they produced before are final now: their commits go first, in one pass.
+            settle_many(batcher, producers)
             pendings = batcher.generate_many(
                 sessions,
                 [apply_fallbacks(job.cond, self.manifest) for job in batch],
@@ -173,25 +180,28 @@ class Lane:
         denoised = time.perf_counter()
         ready = []
         for job, pending in zip(batch, pendings, strict=True):
+            job.worker.commit_times.append(job.worker.producer.take_commit_s())
             if pending is None or job.cancel.is_set():
-                job.future.set_result(None)  # nothing committed, as alone
+                job.future.set_result(None)  # nothing made, as alone
             else:
                 ready.append((job, pending))
         if not ready:
             return
         try:
-            frames = batcher.commit_many([job.worker.session for job, _ in ready], [p for _, p in ready])
+            frames = batcher.decode_many([job.worker.session for job, _ in ready], [p for _, p in ready])
         except Exception as exc:
             for job, _ in ready:
                 job.future.set_exception(exc)
             return
-        for (job, _), chunk in zip(ready, frames, strict=True):
+        for (job, pending), chunk in zip(ready, frames, strict=True):
+            worker = job.worker
             try:
-                out = timed(job.finish, self.finish_s)(chunk)
+                out = worker.producer.hold(pending, chunk, job.cancel, timed(job.finish, self.finish_s))
             except Exception as exc:
                 job.future.set_exception(exc)
                 continue
-            job.worker.finish_times.append(time.perf_counter() - denoised)
+            # From the batch's denoising: its decode and the finishing of the chunks before this one.
+            worker.finish_times.append(time.perf_counter() - denoised)
             job.future.set_result(out)
 
 
@@ -218,18 +228,27 @@ class LaneWorker:
         self.manifest: BackendManifest = lane.manifest
         self.seed = seed
         self.finish_times: deque[float] = deque(maxlen=200)
-        """Seconds each chunk took from denoised to finished (its batch's commit and decode, the finishing
-        of the chunks before it in the batch, its own ``finish``)."""
+        """Seconds each chunk took from denoised to finished (its batch's decode, the finishing of the
+        chunks before it in the batch, its own ``finish``)."""
+        self.commit_times: deque[float] = deque(maxlen=200)
+        """Seconds each produce spent committing the chunks produced before (its batch's commit pass)."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         """Never called: a session does not leave its lane."""
         lane.sessions += 1
-        self._opened = self._submit(lambda: lane.backend.open_session(identity, seed, reference))
+        self._opened = self._submit(
+            lambda: Producer(lane.backend.open_session(identity, seed, reference), lane.manifest)
+        )
         self._closed = False
 
     @property
-    def session(self) -> BackendSession:
-        """The backend session (waits for it to open: call from the lane's thread or after a call)."""
+    def producer(self) -> Producer:
+        """The session's chunk steps (waits for it to open: call from the lane's thread or after a call)."""
         return self._opened.result()
+
+    @property
+    def session(self) -> BackendSession:
+        """The backend session (as ``producer``)."""
+        return self.producer.session
 
     def _submit(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
@@ -246,8 +265,8 @@ class LaneWorker:
     async def produce(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """The next chunk, committed and finished, batched with the lane's other chunks waiting with it;
-        None (nothing committed) when ``cancel`` was set before it was denoised."""
+        """The next chunk, finished, batched with the lane's other chunks waiting with it (the chunk before
+        it is committed first); None (nothing made) when ``cancel`` was set before it was denoised."""
         future: Future[T | None] = Future()
         self.lane.submit(_Produce(self, cond, cancel, finish, future))
         return await asyncio.wrap_future(future)
@@ -255,19 +274,17 @@ class LaneWorker:
     async def replace(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """The last committed chunk again under ``cond`` (alone); when cancelled, the session as it was."""
+        """The last produced chunk again under ``cond`` (alone); when cancelled, that chunk stands."""
         done = timed(finish, self.lane.finish_s)
-        return await self._call(
-            lambda: replace_chunk(self.session, self.manifest, cond, cancel, done, self.finish_times)
-        )
+        return await self._call(lambda: self.producer.replace(cond, cancel, done, self.finish_times))
 
     async def capture(self) -> SessionSnapshot | bytes:
-        """The committed state now, for the story store."""
-        return await self._call(lambda: capture_state(self.session))
+        """The state now (every chunk produced), for the story store."""
+        return await self._call(lambda: self.producer.capture())
 
     async def restore_state(self, state: object) -> None:
         """Continue from a stored state (``SnapshotError`` if it is not one of the backend's)."""
-        await self._call(lambda: restore_into(self.session, state))
+        await self._call(lambda: self.producer.restore_state(state))
 
     async def close(self) -> None:
         """Close the session (after its call in flight) and leave the lane. Idempotent."""
@@ -281,7 +298,7 @@ class LaneWorker:
 
     def _close(self) -> None:
         if self._opened.exception() is None:  # done: it ran before this call
-            self.session.close()
+            self.producer.close()
 
 
 class Lanes:

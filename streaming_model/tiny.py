@@ -5,8 +5,8 @@ rollback reaches its session's journal, generation stops between transformer blo
 (seed, chunk, step) so it is deterministic, and a session may start from a reference picture. Its
 exported state is the runtime snapshot's blob (``streaming_model.blobs``), as the story store keeps it.
 
-It batches (``generate_many``, ``commit_many``: ``runtime.generate_many``): several sessions' chunks go
-through the transformer and the decoder as the rows of one batch. Whether each row's frames are then
+It batches (``generate_many``, ``decode_many``, ``commit_many``: ``runtime.generate_many``): several
+sessions' chunks go through the transformer and the decoder as the rows of one batch. Whether each row's frames are then
 byte-identical to the session's alone is checked at warm-up on this machine (``warmup.measure_batching``):
 with bf16 weights on a CPU that computes bf16 they were; fp32 and ``linears=int8`` (whose activations are
 quantised with one scale for the whole batch) are not, and declare ``approximate``.
@@ -57,11 +57,13 @@ class TinySession:
         """Denoise the next chunk (stops between blocks once ``cancel`` is set)."""
         return self.session.generate(cond, cancel)
 
-    def commit(self, pending: Pending) -> np.ndarray:
-        """Commit and decode: (4, 128, 128, 3) uint8."""
-        if not isinstance(pending, PendingChunk):
-            raise ValueError("a pending chunk of another backend")
-        return self.session.commit(pending)
+    def decode(self, pending: Pending) -> np.ndarray:
+        """The chunk's pixels, (4, 128, 128, 3) uint8 (from its latent and voice only: the cache is not read)."""
+        return self.session.decode(_chunk(pending))
+
+    def commit(self, pending: Pending) -> None:
+        """Write the chunk into the cache (the commit pass); no decoding."""
+        self.session.commit(_chunk(pending), decode=False)
 
     def rollback(self, k: int) -> None:
         """Forget the last k committed chunks."""
@@ -159,16 +161,17 @@ class TinyBackend:
         """Each session's next chunk, denoised as the rows of one batch (``runtime.generate_many``)."""
         return [*runtime.generate_many([self._own(s) for s in sessions], conds, cancels)]
 
-    def commit_many(
+    def decode_many(
         self, sessions: Sequence[BackendSession], pendings: Sequence[Pending]
     ) -> list[np.ndarray]:
-        """Commit each pending chunk to its session in one pass, decode them in one batch: their frames."""
-        own = [self._own(s) for s in sessions]
-        chunks = [p for p in pendings if isinstance(p, PendingChunk)]
-        if len(chunks) != len(pendings):
-            raise ValueError("a pending chunk of another backend")
-        runtime.commit_many(own, chunks)
-        return runtime.decode_many(self.generator.codec, chunks)
+        """The pending chunks' frames, decoded in one batch (``runtime.decode_many``)."""
+        for s in sessions:
+            self._own(s)
+        return runtime.decode_many(self.generator.codec, [_chunk(p) for p in pendings])
+
+    def commit_many(self, sessions: Sequence[BackendSession], pendings: Sequence[Pending]) -> None:
+        """Commit each pending chunk to its session in one pass (``runtime.commit_many``)."""
+        runtime.commit_many([self._own(s) for s in sessions], [_chunk(p) for p in pendings])
 
     def _own(self, session: BackendSession) -> Session:
         """The runtime session behind one of this backend's sessions (``ValueError`` for another's)."""
@@ -177,3 +180,10 @@ class TinyBackend:
         ):
             raise ValueError("a session of another backend cannot join this one's batch")
         return session.session
+
+
+def _chunk(pending: Pending) -> PendingChunk:
+    """The tiny model's own pending chunk (``ValueError`` for another backend's)."""
+    if not isinstance(pending, PendingChunk):
+        raise ValueError("a pending chunk of another backend")
+    return pending

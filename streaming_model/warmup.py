@@ -15,13 +15,15 @@ WARMUP_ACTIONS = ("idle", "wave", "walk_right", "nod")
 
 
 def measure_costs(session: BackendSession, chunks: int = 4, audio_frames: int = 4) -> Costs:
-    """Generate and commit ``chunks`` chunks (plus the first), then one interrupted chunk, and time them.
+    """Generate, decode and commit ``chunks`` chunks (plus the first), then one interrupted chunk, and time
+    them.
 
     The interrupt is set half a typical chunk into a generation; a generation that ends before it counts
     its whole remaining time (an upper bound). ``audio_frames``: the session's frames per chunk."""
     audio = (0.0,) * audio_frames
     generate_s: list[float] = []
     finish_s: list[float] = []
+    commit_s: list[float] = []
     first_s = 0.0
     for i in range(chunks + 1):
         cond = ChunkCondition(action=WARMUP_ACTIONS[i % len(WARMUP_ACTIONS)], audio=audio)
@@ -29,13 +31,16 @@ def measure_costs(session: BackendSession, chunks: int = 4, audio_frames: int = 
         pending = session.generate(cond)
         denoised = time.perf_counter()
         assert pending is not None  # nothing cancels it
+        session.decode(pending)
+        decoded = time.perf_counter()
         session.commit(pending)
         done = time.perf_counter()
         if i == 0:
             first_s = done - began  # a fresh session's first pass runs longer than later ones
             continue
         generate_s.append(denoised - began)
-        finish_s.append(done - denoised)
+        finish_s.append(decoded - denoised)
+        commit_s.append(done - decoded)
     cancel = threading.Event()
     set_at: list[float] = []
 
@@ -54,6 +59,7 @@ def measure_costs(session: BackendSession, chunks: int = 4, audio_frames: int = 
         chunk_p50_ms=percentile_ms(generate_s, 50),
         chunk_p95_ms=percentile_ms(generate_s, 95),
         finish_p50_ms=percentile_ms(finish_s, 50),
+        commit_p50_ms=percentile_ms(commit_s, 50),
         first_chunk_ms=round(1000.0 * first_s, 1),
         interrupt_ms=round(1000.0 * max(interrupt_s, 0.0), 1),
     )
@@ -86,7 +92,8 @@ def measure_batching(
         for twin, cond, frames in zip(twins, conds, batched, strict=True):
             pending = twin.generate(cond)
             assert pending is not None  # nothing cancels it
-            exact = exact and np.array_equal(twin.commit(pending), frames)
+            exact = exact and np.array_equal(twin.decode(pending), frames)
+            twin.commit(pending)
     for twin in twins:
         twin.close()
     p50: list[float] = []
@@ -108,4 +115,6 @@ def _chunk_many(
     pendings = backend.generate_many(sessions, conds, [None] * len(sessions))
     ready = [p for p in pendings if p is not None]
     assert len(ready) == len(sessions)  # nothing cancels them
-    return backend.commit_many(sessions, ready)
+    frames = backend.decode_many(sessions, ready)
+    backend.commit_many(sessions, ready)
+    return frames

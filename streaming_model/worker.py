@@ -9,15 +9,15 @@
 Every call runs in the worker's thread, in the order made, so opening, prefill, snapshots, restores and
 state encoding never hold up the loop (nor other sessions' chunks). Conditions pass the backend's
 fallbacks first (an action it lacks degrades, never raises mid-call). ``produce`` and ``replace`` finish a
-chunk in the same trip to the thread (commit, decode, then the caller's ``finish``, e.g. image encoding),
-and keep the time finishing took (``finish_times``): a chunk cannot be interrupted once denoised. This
-worker serves one session on a thread of its own; ``streaming_model.lanes`` serves several on one
-thread, batching their chunks.
+chunk in the same trip to the thread (decode, then the caller's ``finish``, e.g. image encoding), and keep
+the time finishing took (``finish_times``): a chunk cannot be interrupted once denoised. The chunk is
+committed when the next one is produced (``streaming_model.producer``: frames first, cache after), so a
+replacement is a plain regeneration. This worker serves one session on a thread of its own;
+``streaming_model.lanes`` serves several on one thread, batching their chunks.
 
 ``GeneratorWorker`` is what a session's conductor needs of a worker: this in-process one and a remote one
-(``server.cluster``, a Ray actor) are interchangeable behind it. The chunk steps themselves
-(``produce_chunk``, ``replace_chunk``, ``capture_state``, ``restore_into``) are plain functions on a
-backend session, so a remote worker runs exactly the same steps in its own process.
+(``server.cluster``, a Ray actor) are interchangeable behind it. The chunk steps themselves are a
+``Producer``'s, so a remote worker runs exactly the same steps in its own process.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ import msgspec
 import numpy as np
 import torch
 
-from .backend import Backend, BackendManifest, BackendSession, apply_fallbacks
+from .backend import Backend, BackendManifest, BackendSession
 from .busy import BusyMeter
 from .condition import ChunkCondition
+from .producer import Producer
 from .runtime import SessionSnapshot
 
 T = TypeVar("T")
@@ -97,7 +98,13 @@ class GeneratorWorker(Protocol):
 
     @property
     def finish_times(self) -> deque[float]:
-        """Seconds recent chunks took from denoised to finished (commit, decode, ``finish``)."""
+        """Seconds recent chunks took from denoised to finished (decode, ``finish``)."""
+        ...
+
+    @property
+    def commit_times(self) -> deque[float]:
+        """Seconds each ``produce`` spent committing the chunk produced before it (0 when none was held):
+        the part of a produce that a regeneration of the chunk does not repeat."""
         ...
 
     on_moved: Callable[[WorkerMoved], None] | None
@@ -106,14 +113,14 @@ class GeneratorWorker(Protocol):
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """The next chunk under ``cond``, committed and finished; None (nothing committed) if cancelled
-        before it was denoised."""
+        """The next chunk under ``cond``, finished (the chunk before it is committed first); None (nothing
+        made) if cancelled before it was denoised."""
         ...
 
     async def replace(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """The last committed chunk again under ``cond``; None (and the session as it was) if cancelled."""
+        """The last produced chunk again under ``cond``; None (and that chunk as it was) if cancelled."""
         ...
 
     async def capture(self) -> SessionSnapshot | bytes:
@@ -129,42 +136,6 @@ class GeneratorWorker(Protocol):
         ...
 
 
-def produce_chunk(
-    session: BackendSession,
-    manifest: BackendManifest,
-    cond: ChunkCondition,
-    cancel: threading.Event,
-    finish: Callable[[np.ndarray], T],
-    finish_times: deque[float],
-) -> T | None:
-    """Generate, commit and finish the next chunk of ``session`` (in the thread that owns it); None, with
-    nothing committed, when ``cancel`` was set before it was denoised. Appends the finishing time."""
-    pending = session.generate(apply_fallbacks(cond, manifest), cancel)
-    if pending is None or cancel.is_set():
-        return None  # also when it finished in the same instant it was cancelled: commit nothing
-    denoised = time.perf_counter()
-    out = finish(session.commit(pending))
-    finish_times.append(time.perf_counter() - denoised)
-    return out
-
-
-def replace_chunk(
-    session: BackendSession,
-    manifest: BackendManifest,
-    cond: ChunkCondition,
-    cancel: threading.Event,
-    finish: Callable[[np.ndarray], T],
-    finish_times: deque[float],
-) -> T | None:
-    """``produce_chunk`` in place of the last committed chunk; when cancelled, the session is restored."""
-    before = session.snapshot()
-    session.rollback(1)
-    out = produce_chunk(session, manifest, cond, cancel, finish, finish_times)
-    if out is None:
-        session.restore(before)
-    return out
-
-
 def timed(finish: Callable[[np.ndarray], T], into: deque[float]) -> Callable[[np.ndarray], T]:
     """``finish`` that appends the seconds each call took to ``into`` (what the caller's finishing, image
     encoding, say, costs a generator thread)."""
@@ -176,17 +147,6 @@ def timed(finish: Callable[[np.ndarray], T], into: deque[float]) -> Callable[[np
         return out
 
     return call
-
-
-def capture_state(session: BackendSession) -> SessionSnapshot | bytes:
-    """The committed state: the tiny model's snapshot as it is, any other backend's as portable bytes."""
-    snap = session.snapshot()
-    return snap if isinstance(snap, SessionSnapshot) else session.export_state(snap)
-
-
-def restore_into(session: BackendSession, state: object) -> None:
-    """Continue ``session`` from a stored state: its backend's bytes, or a snapshot object."""
-    session.restore(session.import_state(state) if isinstance(state, bytes) else state)
 
 
 class ModelWorker:
@@ -205,7 +165,9 @@ class ModelWorker:
         self.manifest: BackendManifest = backend.manifest
         self.seed = seed
         self.finish_times: deque[float] = deque(maxlen=200)
-        """Seconds each chunk took from denoised to finished (commit, decode, ``finish``)."""
+        """Seconds each chunk took from denoised to finished (decode, ``finish``)."""
+        self.commit_times: deque[float] = deque(maxlen=200)
+        """Seconds each produce spent committing the chunk before it."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         """Never called: an in-process worker does not move."""
         self.meter = BusyMeter()
@@ -218,18 +180,26 @@ class ModelWorker:
             1, thread_name_prefix=f"gen-{name}", initializer=torch.set_num_threads, initargs=(threads,)
         )
         # Opened in the thread; every later call queues behind it.
-        self._opened = self._pool.submit(backend.open_session, identity, seed, reference)
+        self._opened = self._pool.submit(
+            lambda: Producer(backend.open_session(identity, seed, reference), backend.manifest)
+        )
         self._closed = False
 
     @property
-    def session(self) -> BackendSession:
-        """The backend session (waits for it to open: call from the worker's thread or after a call)."""
+    def producer(self) -> Producer:
+        """The session's chunk steps (waits for it to open: call from the worker's thread or after a
+        call)."""
         return self._opened.result()
 
     @property
+    def session(self) -> BackendSession:
+        """The backend session (as ``producer``)."""
+        return self.producer.session
+
+    @property
     def index(self) -> int:
-        """The next chunk's index."""
-        return self.session.index
+        """The next chunk's index (chunks produced, the last one included)."""
+        return self.producer.index
 
     @property
     def closed(self) -> bool:
@@ -250,28 +220,28 @@ class ModelWorker:
     async def produce(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """Generate the next chunk, commit it and ``finish`` its frames; None (nothing committed) when
+        """Commit the last chunk, generate the next and ``finish`` its frames; None (nothing made) when
         ``cancel`` was set before the chunk was denoised."""
         return await self._call(self._produce, cond, cancel, finish)
 
     async def replace(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """Replace the last committed chunk by one generated under ``cond`` (rollback and produce); when
-        cancelled, the session is as it was, that chunk included. Needs rollback and snapshots."""
+        """Replace the last produced chunk by one generated under ``cond`` (it is not committed yet, so
+        this is a plain regeneration); when cancelled, that chunk stands."""
         return await self._call(self._replace, cond, cancel, finish)
 
     async def rollback(self, k: int) -> None:
-        """Forget the last k committed chunks."""
-        await self._call(lambda: self.session.rollback(k))
+        """Forget the last k chunks produced."""
+        await self._call(lambda: self.producer.rollback(k))
 
     async def snapshot(self) -> object:
-        """The session's committed state."""
-        return await self._call(lambda: self.session.snapshot())
+        """The session's state, every chunk produced included."""
+        return await self._call(lambda: self.producer.snapshot())
 
     async def restore(self, snap: object) -> None:
         """Continue from a snapshot."""
-        await self._call(lambda: self.session.restore(snap))
+        await self._call(lambda: self.producer.restore(snap))
 
     async def capture(self) -> SessionSnapshot | bytes:
         """The committed state now, for the story store: the tiny model's snapshot as it is (the store
@@ -297,20 +267,22 @@ class ModelWorker:
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         finish = timed(finish, self.callback_times)
-        return produce_chunk(self.session, self.manifest, cond, cancel, finish, self.finish_times)
+        out = self.producer.produce(cond, cancel, finish, self.finish_times)
+        self.commit_times.append(self.producer.take_commit_s())
+        return out
 
     def _replace(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         finish = timed(finish, self.callback_times)
-        return replace_chunk(self.session, self.manifest, cond, cancel, finish, self.finish_times)
+        return self.producer.replace(cond, cancel, finish, self.finish_times)
 
     def _capture(self) -> SessionSnapshot | bytes:
-        return capture_state(self.session)
+        return self.producer.capture()
 
     def _close(self) -> None:
         if self._opened.exception() is None:  # done: it ran before this call
-            self.session.close()
+            self.producer.close()
 
     def _restore_state(self, state: object) -> None:
-        restore_into(self.session, state)
+        self.producer.restore_state(state)

@@ -147,8 +147,14 @@ class WorldSession:
         # The condition's own checks, its envelope's length aside (that is this backend's clock).
         msgspec.structs.replace(cond, audio=(0.0,) * FRAMES_PER_CHUNK).validate()
 
-    def commit(self, pending: Pending) -> np.ndarray:
-        """Take the chunk; its frames, (chunk_frames, height, width, 3) uint8."""
+    def decode(self, pending: Pending) -> np.ndarray:
+        """The chunk's frames, (chunk_frames, height, width, 3) uint8 (drawn when it was generated)."""
+        if not isinstance(pending, WorldPending):
+            raise ValueError("a pending chunk of another backend")
+        return pending.frames
+
+    def commit(self, pending: Pending) -> None:
+        """Take the chunk: the world goes on from where it left it."""
         if not isinstance(pending, WorldPending):
             raise ValueError("a pending chunk of another backend")
         if pending.index != self._now.index:
@@ -157,7 +163,6 @@ class WorldSession:
             )
         self._journal.append(self._now)
         self._now = pending.after
-        return pending.frames
 
     def rollback(self, k: int) -> None:
         """Forget the last k committed chunks."""

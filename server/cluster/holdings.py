@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from streaming_model.backend import BackendSession
 from streaming_model.pool import Resumable, TakenOver
+from streaming_model.producer import Producer
 
 
 class NotHeld(KeyError):
@@ -35,7 +35,7 @@ class Place:
     """One place of the slot: reserved by ``owner``, and once opened its session."""
 
     owner: str
-    session: BackendSession | None = None
+    session: Producer | None = None
     identity: int = 0
     seed: int = 0
     resumable: Resumable | None = None
@@ -75,7 +75,7 @@ class Holdings:
         self,
         key: str,
         owner: str,
-        session: BackendSession,
+        session: Producer,
         *,
         identity: int,
         seed: int,
@@ -100,8 +100,9 @@ class Holdings:
         place = self._places.get(key)
         return place if place is not None and place.owner == owner else None
 
-    def session(self, key: str, owner: str) -> BackendSession:
-        """Session ``key``'s open backend session (``place``'s errors; ``NotHeld`` if not yet opened)."""
+    def session(self, key: str, owner: str) -> Producer:
+        """Session ``key``'s open backend session, behind its chunk steps (``place``'s errors; ``NotHeld``
+        if not yet opened)."""
         session = self.place(key, owner).session
         if session is None:
             raise NotHeld(f"session {key} is reserved on this slot but not open")
@@ -135,7 +136,7 @@ class Holdings:
         place.owner = owner
         return place
 
-    def expire(self) -> list[BackendSession]:
+    def expire(self) -> list[Producer]:
         """Free the places of every front end whose lease has run out; their open sessions, to close."""
         now = self._clock()
         lapsed = {owner for owner, until in self._leases.items() if until < now}

@@ -79,7 +79,9 @@ class RemoteWorker:
         """What lets another front end claim the session (it goes with the session when it moves)."""
         self.manifest = pool.manifest
         self.finish_times: deque[float] = deque(maxlen=200)
-        """Seconds each chunk took in the actor from denoised to finished (commit, decode, ``finish``)."""
+        """Seconds each chunk took in the actor from denoised to finished (decode, ``finish``)."""
+        self.commit_times: deque[float] = deque(maxlen=200)
+        """Seconds each produce spent in the actor committing the chunk before it."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         self._calls = itertools.count()
         self._closed = False
@@ -94,7 +96,8 @@ class RemoteWorker:
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """The next chunk, generated, committed and finished in the actor; None if cancelled first."""
+        """The next chunk, generated and finished in the actor (the one before it committed first); None if
+        cancelled first."""
         out = await self._chunk("produce", cond, cancel, finish)
         if out is not None:
             self._since[self._index] = cond
@@ -106,7 +109,7 @@ class RemoteWorker:
     async def replace(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
-        """The last committed chunk again under ``cond``, in the actor; None (nothing changed) if cancelled."""
+        """The last produced chunk again under ``cond``, in the actor; None (nothing changed) if cancelled."""
         out = await self._chunk("replace", cond, cancel, finish)
         if out is not None:
             self._since[self._index - 1] = cond
@@ -145,9 +148,11 @@ class RemoteWorker:
             cancel.when_set(lambda: slot.cancel.remote(self.key, owner, call))
             return ref
 
-        out, finish_s = await self._call(submit)
+        out, finish_s, commit_s = await self._call(submit)
         if finish_s is not None:
             self.finish_times.append(finish_s)
+        if method == "produce":
+            self.commit_times.append(commit_s)
         result: T | None = out
         return result
 

@@ -3,7 +3,7 @@
     slot = GeneratorSlot.options(resources={"onstage_slot": 1}).remote("tiny", {}, 1, 1, 4)
     ok = await slot.reserve.remote("ab12", "fe-1", 10.0)       # False: the slot is full
     await slot.open.remote("ab12", "fe-1", identity=2, seed=7, resumable=note)
-    jpegs, finish_s = await slot.produce.remote("ab12", "fe-1", 0, cond, finish)
+    jpegs, finish_s, commit_s = await slot.produce.remote("ab12", "fe-1", 0, cond, finish)
     slot.cancel.remote("ab12", "fe-1", 0)                       # lands while produce runs
     slot.renew.remote("fe-1", 10.0)                             # front end fe-1 is alive
     index, state = await slot.saved.remote("ab12", "fe-1", -1)  # the latest saved state, or None
@@ -14,7 +14,8 @@ Every session call names the front end making it (``owner``): the slot's books (
 front end holds each place, and refuse (``TakenOver``) the calls of one whose session another front end
 has claimed. Chunk calls (open, adopt, produce, replace, capture, restore, claim, close) take turns on the
 actor's one default thread, as a device serves one chunk at a time, and run the model worker's own steps
-(``streaming_model.worker``); ``finish`` runs here, so encoded pictures travel, not arrays. Reservations,
+(``streaming_model.producer``: a chunk is committed when the next one is produced, so a replacement is a
+plain regeneration); ``finish`` runs here, so encoded pictures travel, not arrays. Reservations,
 leases, cancels and questions (``reserve``, ``renew``, ``release``, ``cancel``, ``held``, ``holds``,
 ``saved``, ``generating``, ``where``, ``manifest``) run in the ``control`` concurrency group, so a cancel
 reaches a chunk mid-generation. A cancel may arrive before its call starts (it is kept for it) or after it
@@ -27,7 +28,8 @@ thread (``reap``), after the chunk in flight.
 Saved states, for a session to survive its slot's death: every ``snapshot_every`` chunks, as a ``produce``
 begins (every chunk before it is final then: only the last committed chunk is ever replaced, and never
 once the next is being made), the session is snapshotted (a copy, well under a millisecond) and the
-snapshot is exported to bytes on a thread of its own, off the chunk's way. The front end fetches them
+snapshot is exported to bytes on a thread of its own, off the chunk's way (taking it commits the chunk
+produced last, which the produce would commit first anyway). The front end fetches them
 (``saved``) and, if this actor dies, has another slot ``adopt`` the session: the saved state, then the
 chunks committed since, regenerated under their conditions.
 
@@ -43,7 +45,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 import numpy as np
@@ -51,11 +53,11 @@ import ray
 import torch
 
 from server.cluster.holdings import Holdings, Place
-from streaming_model.backend import BackendManifest, BackendSession
+from streaming_model.backend import BackendManifest
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
 from streaming_model.pool import Resumable
-from streaming_model.worker import produce_chunk, replace_chunk, restore_into
+from streaming_model.producer import Producer
 
 T = TypeVar("T")
 
@@ -85,7 +87,7 @@ class GeneratorSlot:
         self._exporter = ThreadPoolExecutor(1, thread_name_prefix="export")
         self._lock = threading.Lock()
         self._books = Holdings(sessions)
-        self._reaping: list[BackendSession] = []  # sessions of lapsed front ends, to close
+        self._reaping: list[Producer] = []  # sessions of lapsed front ends, to close
         self._flags: dict[tuple[str, str, int], threading.Event] = {}
         self._generating: tuple[str, int] | None = None
 
@@ -167,7 +169,7 @@ class GeneratorSlot:
         what lets another front end claim it."""
         with self._lock:
             self._books.place(key, owner)
-        session = self._backend.open_session(identity, seed, None)
+        session = Producer(self._backend.open_session(identity, seed, None), self._backend.manifest)
         with self._lock:
             self._books.opened(key, owner, session, identity=identity, seed=seed, resumable=resumable)
 
@@ -188,32 +190,32 @@ class GeneratorSlot:
         with self._lock:
             session = self._books.session(key, owner)
         if state is not None:
-            restore_into(session, state)
+            session.restore_state(state)
         for cond in conds:
-            produce_chunk(session, self._backend.manifest, cond, threading.Event(), _discard, deque(maxlen=1))
+            session.produce(cond, threading.Event(), _discard, deque(maxlen=1))
 
     def produce(
         self, key: str, owner: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
-    ) -> tuple[T | None, float | None]:
-        """``produce_chunk`` for session ``key``: the finished chunk (None if cancelled) and the seconds
-        finishing took."""
+    ) -> tuple[T | None, float | None, float]:
+        """``Producer.produce`` for session ``key``: the finished chunk (None if cancelled), the seconds
+        finishing took, and the seconds committing the chunk before it took."""
         with self._lock:
             place = self._books.place(key, owner)
         if place.session is not None and place.session.index % self._every == 0:
             self._save(place, place.session)
-        return self._chunk(produce_chunk, key, owner, call, cond, finish)
+        return self._chunk("produce", key, owner, call, cond, finish)
 
     def replace(
         self, key: str, owner: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
-    ) -> tuple[T | None, float | None]:
-        """``replace_chunk`` for session ``key``, as ``produce``."""
-        return self._chunk(replace_chunk, key, owner, call, cond, finish)
+    ) -> tuple[T | None, float | None, float]:
+        """``Producer.replace`` for session ``key``, as ``produce``."""
+        return self._chunk("replace", key, owner, call, cond, finish)
 
     def capture(self, key: str, owner: str) -> bytes:
-        """Session ``key``'s committed state as portable bytes (what a story store or another slot takes)."""
+        """Session ``key``'s state as portable bytes (what a story store or another slot takes)."""
         with self._lock:
             session = self._books.session(key, owner)
-        return session.export_state(session.snapshot())
+        return session.session.export_state(session.snapshot())
 
     def restore(self, key: str, owner: str, state: object) -> int:
         """Continue session ``key`` from a stored state; the chunk index it continues at."""
@@ -221,7 +223,7 @@ class GeneratorSlot:
             place = self._books.place(key, owner)
             session = self._books.session(key, owner)
             place.saved = None  # of another history
-        restore_into(session, state)
+        session.restore_state(state)
         return session.index
 
     def claim(self, key: str, resume_token: str, owner: str, lease_s: float) -> SlotClaim | None:
@@ -242,7 +244,7 @@ class GeneratorSlot:
             identity=place.identity,
             seed=place.seed,
             index=session.index,
-            state=session.export_state(session.snapshot()) if exports else None,
+            state=session.session.export_state(session.snapshot()) if exports else None,
         )
 
     def close(self, key: str, owner: str) -> None:
@@ -272,12 +274,12 @@ class GeneratorSlot:
         if gone:
             ray.get_runtime_context().current_actor.reap.remote()
 
-    def _save(self, place: Place, session: BackendSession) -> None:
+    def _save(self, place: Place, session: Producer) -> None:
         """Snapshot ``session`` here (a copy) and export it on the export thread."""
         if self._backend.manifest.capabilities.snapshots == "none":
             return
         index, snap = session.index, session.snapshot()
-        job = self._exporter.submit(lambda: (index, session.export_state(snap)))
+        job = self._exporter.submit(lambda: (index, session.session.export_state(snap)))
         with self._lock:
             place.saved = job
 
@@ -287,13 +289,13 @@ class GeneratorSlot:
 
     def _chunk(
         self,
-        step: Callable[..., Any],
+        step: Literal["produce", "replace"],
         key: str,
         owner: str,
         call: int,
         cond: ChunkCondition,
         finish: Callable[..., T],
-    ) -> tuple[T | None, float | None]:
+    ) -> tuple[T | None, float | None, float]:
         with self._lock:
             session = self._books.session(key, owner)
             # Cancels that came after their call ended are no longer wanted.
@@ -303,12 +305,12 @@ class GeneratorSlot:
         took: deque[float] = deque(maxlen=1)
         self._generating = (key, call)
         try:
-            out = step(session, self._backend.manifest, cond, cancel, finish, took)
+            out = getattr(session, step)(cond, cancel, finish, took)
         finally:
             self._generating = None
             with self._lock:
                 self._flags.pop((key, owner, call), None)
-        return out, (took[0] if took else None)
+        return out, (took[0] if took else None), session.take_commit_s()
 
 
 def _discard(frames: np.ndarray) -> None:

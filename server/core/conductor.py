@@ -18,11 +18,11 @@ disturbs the past.
 
 Replace: a chunk that is generated but not yet sent is held by the generation loop until it is handed to
 the sender. An urgent event in that time, while the deadline still allows a regeneration, has the
-realizer re-decide it; when the condition changed, the generator rolls back that one chunk and generates
-it again (with replacement off, the proposal is discarded and the event shows in the next chunk). A
-replacement that would be late is abandoned and the generator restored: the chunk already generated goes
-out on time, and the events of its decision are reflected by the next chunk. Only chunks nobody has seen
-are ever replaced.
+realizer re-decide it; when the condition changed, the generator generates that chunk again (its frames
+went out of the worker before its commit, which waits for the next chunk: a replacement is a plain
+regeneration; with replacement off, the proposal is discarded and the event shows in the next chunk). A
+replacement that would be late is abandoned: the chunk already generated goes out on time, and the
+events of its decision are reflected by the next chunk. Only chunks nobody has seen are ever replaced.
 
 Its parts: ``schedule`` (when), ``decider`` (what), ``media_out`` (sending); here, each chunk's life
 (generate, redirect, replace) and the session's (inputs, story moves between chunks, start and close).
@@ -177,7 +177,7 @@ class Conductor:
         self.decider = Decider(minds, player, self.clock, lambda: self.media.last_frame)
         self.notices = Notices(bus, minds, self._out, self.metrics, self.config.metrics_every_s)
         self._encode = functools.partial(encode_frames, quality=self.config.jpeg_quality)
-        """Finishes a chunk where it was made (with commit and decode): its frames as JPEG images."""
+        """Finishes a chunk where it was made (after its decode): its frames as JPEG images."""
         self._sink: Sink | None = None
         self._attached = asyncio.Event()  # cleared while no client is there: generation pauses
         self._attached.set()
@@ -475,8 +475,8 @@ class Conductor:
         return new, True
 
     async def _regenerate(self, chunk: ReadyChunk, redo: Redecision, deadline: float) -> ReadyChunk | None:
-        """Generate a committed, unsent chunk again under ``out``; None (and the old chunk kept, the
-        generator as it was) when the new one would not be ready by ``deadline``."""
+        """Generate an unsent chunk again under ``out``; None (and the old chunk kept) when the new one would
+        not be ready by ``deadline``."""
         schedule = self.schedule
         cancel = Cancel()
         timer = schedule.clock.call_at(deadline, cancel.set)
@@ -514,6 +514,7 @@ class Conductor:
         reflects = set(decided.decision.reflects) | self._carry
         self._carry = set()
         started = schedule.now()
+        committing = 0.0  # the commit of the chunk before, which a regeneration of this one does not repeat
         late: Redecision | None = None  # a new decision that came after the denoising had finished
         while True:
             cancel = Cancel()
@@ -521,9 +522,11 @@ class Conductor:
             redo = await self._watch(job, chunk, reflects)
             if redo is None:
                 jpegs = job.result()
+                committing += self._last_commit_s()
                 break
             cancel.set()
             jpegs = await job
+            committing += self._last_commit_s()
             if jpegs is not None:
                 # It finished before it saw the flag (the flag is read between denoising steps, and decoding
                 # takes about half the chunk time): the chunk is generated, so it may still be replaced.
@@ -534,12 +537,17 @@ class Conductor:
             reflects |= set(redo.decision.reflects)
             self.redirects += 1
         assert jpegs is not None
-        schedule.chunk_times.append(schedule.now() - started)
+        schedule.chunk_times.append(schedule.now() - started - committing)
         chunk.jpegs, chunk.ready_at = jpegs, schedule.now()
         chunk.reflects = ordered(reflects)
         if late is not None:
             chunk, _ = await self._replace(chunk, late)
         return chunk
+
+    def _last_commit_s(self) -> float:
+        """Seconds the produce that just returned spent committing the chunk before its own."""
+        times = self.worker.commit_times
+        return times[-1] if times else 0.0
 
     def _on_urgent(self, event: Event) -> None:
         if isinstance(event, SpeechStarted) and self.player.speaking:

@@ -25,8 +25,8 @@ from server.media import MediaClock
 from streaming_model.backend import BackendManifest
 
 FINISH_SLACK_S = 0.01
-"""A replacement still denoising when only the time to finish a chunk (commit, decode, encode: its p95 over
-recent chunks) plus this is left before the send is abandoned, and the chunk already generated is sent."""
+"""A replacement still denoising when only the time to finish a chunk (decode, encode: its p95 over recent
+chunks) plus this is left before the send is abandoned, and the chunk already generated is sent."""
 
 HANDOFF_S = 0.002
 """A generated chunk goes to the sender this long before its first frame is due."""
@@ -47,12 +47,13 @@ def lead_for(manifest: BackendManifest, replaces: bool) -> float:
     reaction time (an input that comes meanwhile regenerates it), only work: the lead is a whole chunk,
     all of it room for a slow chunk on a busy machine (warm-up costs were 3-6 times lower than chunk times
     in the soak). Where it cannot, every chunk generated early is latency added to every reaction: the
-    lead is what the costs measured at warm-up need, with ``LEAD_HEADROOM``.
+    lead is what the costs measured at warm-up need, with ``LEAD_HEADROOM``: a chunk's generation begins
+    with the commit of the chunk before it, then it is generated and finished.
     """
     if replaces:
         return LEAD_MAX
     costs = manifest.costs
-    need_s = LEAD_HEADROOM * (costs.chunk_p95_ms + costs.finish_p50_ms) / 1000.0
+    need_s = LEAD_HEADROOM * (costs.commit_p50_ms + costs.chunk_p95_ms + costs.finish_p50_ms) / 1000.0
     clock = manifest.vocabulary
     return min(LEAD_MAX, max(LEAD_MIN, need_s * clock.fps / clock.frames_per_chunk))
 
@@ -111,8 +112,9 @@ class ChunkSchedule:
         self.redirect_margin = redirect_margin
         self.clock: Clock = clock or LoopClock()
         self.chunk_times: deque[float] = deque(maxlen=200)
-        """Seconds each recent chunk took to generate, commit, decode and encode."""
-        self._finish_times = finish_times  # the model worker's: commit, decode and encode of recent chunks
+        """Seconds each recent chunk took to generate, decode and encode: what a regeneration takes (not
+        the commit of the chunk before it, which a produce does first and a regeneration does not)."""
+        self._finish_times = finish_times  # the model worker's: decode and encode of recent chunks
         self._t0 = 0.0
         self._left_at: float | None = None
 
@@ -164,11 +166,11 @@ class ChunkSchedule:
         self._t0 = self._on_grid(self._t0 + seconds)
 
     def typical(self) -> float:
-        """Typical seconds to generate, commit, decode and encode one chunk."""
+        """Typical seconds to generate, decode and encode one chunk."""
         return float(np.median(self.chunk_times)) if self.chunk_times else self.media.chunk_s / 2
 
     def finish_s(self) -> float:
-        """Seconds that finishing a denoised chunk (commit, decode, encode) takes in 95 % of chunks."""
+        """Seconds that finishing a denoised chunk (decode, encode) takes in 95 % of chunks."""
         finish = self._finish_times
         return float(np.percentile(list(finish), 95)) if finish else self.media.chunk_s / 4
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from server.cluster.holdings import Holdings, NotHeld
-from streaming_model.backend import BackendSession
 from streaming_model.backends import open_backend
 from streaming_model.pool import Resumable, TakenOver
+from streaming_model.producer import Producer
 
 LEASE_S = 10.0
 NOTE = Resumable.of(b'{"type":"session.start","seed":3}', "the-token")
@@ -26,9 +26,9 @@ class Clock:
 
 
 @pytest.fixture(scope="module")
-def sessions() -> Iterator[list[BackendSession]]:
+def sessions() -> Iterator[list[Producer]]:
     backend = open_backend("world", {})
-    opened = [backend.open_session(0, seed, None) for seed in range(3)]
+    opened = [Producer(backend.open_session(0, seed, None), backend.manifest) for seed in range(3)]
     yield opened
     for session in opened:
         session.close()
@@ -47,7 +47,7 @@ def test_a_slot_holds_as_many_places_as_it_serves_and_a_key_stays_its_front_ends
 
 
 def test_the_places_of_a_front_end_that_stopped_renewing_are_freed_once_its_lease_runs_out(
-    sessions: list[BackendSession],
+    sessions: list[Producer],
 ) -> None:
     clock = Clock()
     books = Holdings(4, clock)
@@ -69,7 +69,7 @@ def test_the_places_of_a_front_end_that_stopped_renewing_are_freed_once_its_leas
 
 
 def test_a_session_is_claimed_with_its_resume_token_and_its_first_front_end_is_refused_from_then_on(
-    sessions: list[BackendSession],
+    sessions: list[Producer],
 ) -> None:
     books = Holdings(1, Clock())
     books.reserve("a", "fe-1", LEASE_S)
@@ -92,7 +92,7 @@ def test_a_session_is_claimed_with_its_resume_token_and_its_first_front_end_is_r
     assert books.close("a", "fe-2") is place and len(books) == 0
 
 
-def test_a_session_opened_without_a_note_cannot_be_claimed(sessions: list[BackendSession]) -> None:
+def test_a_session_opened_without_a_note_cannot_be_claimed(sessions: list[Producer]) -> None:
     books = Holdings(1, Clock())
     books.reserve("a", "fe-1", LEASE_S)
     books.opened("a", "fe-1", sessions[0], identity=0, seed=1, resumable=None)

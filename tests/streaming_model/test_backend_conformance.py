@@ -49,7 +49,8 @@ def play(session: BackendSession, conds: list[ChunkCondition]) -> list[np.ndarra
     for c in conds:
         pending = session.generate(c)
         assert pending is not None
-        out.append(session.commit(pending))
+        out.append(session.decode(pending))
+        session.commit(pending)
     return out
 
 
@@ -81,7 +82,34 @@ def test_chunks_have_the_declared_frame_count_size_and_type(
 def test_costs_are_measured(backend: Backend) -> None:
     c = backend.manifest.costs
     assert 0 < c.chunk_p50_ms <= c.chunk_p95_ms
-    assert c.finish_p50_ms >= 0 and c.first_chunk_ms > 0 and c.interrupt_ms >= 0
+    assert c.finish_p50_ms >= 0 and c.commit_p50_ms >= 0 and c.first_chunk_ms > 0 and c.interrupt_ms >= 0
+
+
+def test_a_chunks_frames_come_before_its_commit_and_do_not_depend_on_it(
+    backend: Backend, session: BackendSession
+) -> None:
+    """Frames first, cache after: decoding reads only the chunk, so its frames are the same before and after
+    the session takes it, and a chunk decoded (or decoded again) and never committed leaves no trace."""
+    play(session, [cond(backend, "wave")])
+    pending = session.generate(cond(backend, "nod"))
+    assert pending is not None
+    before = session.decode(pending)
+    assert session.index == 1
+    discarded = session.generate(cond(backend, "jump"))
+    assert discarded is not None
+    session.decode(discarded)
+    session.commit(pending)
+    assert np.array_equal(session.decode(pending), before)
+    after = play(session, [cond(backend, "sit")])
+    # A session that commits each chunk before decoding it draws the same frames.
+    reference = backend.open_session(identity=2, seed=7)
+    expected = []
+    for c in (cond(backend, "wave"), cond(backend, "nod"), cond(backend, "sit")):
+        taken = reference.generate(c)
+        assert taken is not None
+        reference.commit(taken)
+        expected.append(reference.decode(taken))
+    assert np.array_equal(before, expected[1]) and np.array_equal(after[0], expected[2])
 
 
 def test_generate_leaves_committed_state_untouched(backend: Backend, session: BackendSession) -> None:

@@ -81,7 +81,8 @@ async def test_chunks_waiting_together_are_one_batch_and_each_session_gets_its_l
         for n, frames in ((0, got[i]), (1, second[i])):
             pending = alone.generate(cond(i + n))
             assert pending is not None and isinstance(frames, np.ndarray)
-            assert np.array_equal(alone.commit(pending), frames)
+            assert np.array_equal(alone.decode(pending), frames)
+            alone.commit(pending)
         await worker.close()
     await workers[0].close()
     assert one_lane.lanes[0].sessions == 0

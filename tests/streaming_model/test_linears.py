@@ -56,7 +56,8 @@ def test_the_tiny_backend_takes_linears_as_an_option(tiny_generator: Generator) 
     for c in SCRIPT:
         pending = session.generate(c)
         assert pending is not None
-        through_backend.append(session.commit(pending))
+        through_backend.append(session.decode(pending))
+        session.commit(pending)
     assert np.array_equal(np.stack(through_backend), frames(tiny_generator, "int8"))
     with pytest.raises(ValueError, match="linears must be one of float, int8, not 'fp8'"):
         open_backend("tiny", {"linears": "fp8"})

@@ -36,7 +36,8 @@ async def test_the_worker_produces_a_direct_sessions_frames(tiny_generator: Gene
     for action, frames in zip(("idle", "wave"), got, strict=True):
         pending = direct.generate(ChunkCondition(action=action))
         assert pending is not None and frames is not None
-        assert np.array_equal(direct.commit(pending), frames)
+        assert np.array_equal(direct.decode(pending), frames)
+        direct.commit(pending)
 
 
 async def test_every_backend_call_runs_on_the_worker_thread_never_the_loops() -> None:
@@ -78,7 +79,8 @@ async def test_a_cancelled_chunk_commits_nothing_and_a_cancelled_replacement_res
     for frames, action in ((first, "wave"), (second, "nod")):
         pending = direct.generate(ChunkCondition(action=action))
         assert pending is not None and frames is not None
-        assert np.array_equal(direct.commit(pending), frames)
+        assert np.array_equal(direct.decode(pending), frames)
+        direct.commit(pending)
 
 
 async def test_an_unknown_action_degrades_in_the_worker_and_a_foreign_state_is_refused() -> None:
@@ -88,7 +90,7 @@ async def test_an_unknown_action_degrades_in_the_worker_and_a_foreign_state_is_r
     try:
         got = await worker.produce(ChunkCondition(action="moonwalk"), threading.Event(), frames_of)
         pending = direct.generate(ChunkCondition(action="idle"))
-        assert pending is not None and got is not None and np.array_equal(got, direct.commit(pending))
+        assert pending is not None and got is not None and np.array_equal(got, direct.decode(pending))
         with pytest.raises(SnapshotError):
             await worker.restore_state(b"\x80\x04 a pickle")
         with pytest.raises(SnapshotError):

@@ -78,9 +78,13 @@ class RecordingSession:
             cancel.wait(GATE_S)
         return self.inner.generate(cond, cancel)
 
-    def commit(self, pending: Pending) -> np.ndarray:
+    def decode(self, pending: Pending) -> np.ndarray:
+        self.owner.record("decode")
+        return self.inner.decode(pending)
+
+    def commit(self, pending: Pending) -> None:
         self.owner.record("commit")
-        return self.inner.commit(pending)
+        self.inner.commit(pending)
 
     def rollback(self, k: int) -> None:
         self.owner.record("rollback")

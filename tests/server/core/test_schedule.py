@@ -140,11 +140,15 @@ def test_the_lead_is_a_chunk_where_chunks_can_be_replaced_else_three_slow_chunks
 ):
     manifest = WorldBackend(WorldOptions(fps=16, chunk_frames=12), warmup_chunks=1).manifest  # 0.75 s chunks
 
-    def lead(p95_ms: float, finish_ms: float, replaces: bool = False) -> float:
-        costs = msgspec.structs.replace(manifest.costs, chunk_p95_ms=p95_ms, finish_p50_ms=finish_ms)
+    def lead(p95_ms: float, finish_ms: float, replaces: bool = False, commit_ms: float = 0.0) -> float:
+        costs = msgspec.structs.replace(
+            manifest.costs, chunk_p95_ms=p95_ms, finish_p50_ms=finish_ms, commit_p50_ms=commit_ms
+        )
         return lead_for(msgspec.structs.replace(manifest, costs=costs), replaces)
 
     assert lead(10.0, 0.0, replaces=True) == 1.0  # an early chunk is replaced when an input comes
     assert lead(100.0, 50.0) == pytest.approx(3 * 0.15 / 0.75)
+    # A chunk's generation begins with the commit of the chunk before it.
+    assert lead(100.0, 50.0, commit_ms=30.0) == pytest.approx(3 * 0.18 / 0.75)
     assert lead(10.0, 0.0) == 0.5  # a fast backend still leaves time to redirect
     assert lead(400.0, 100.0) == 1.0  # a slow one never generates more than a chunk ahead

@@ -1,0 +1,169 @@
+"""A session's chunk steps, frames first and cache after: what every model worker runs on a backend session.
+
+    producer = Producer(session, manifest)
+    jpegs = producer.produce(cond, cancel, encode, finish_times)   # the frames; the chunk is held
+    jpegs = producer.replace(cond, cancel, encode, finish_times)   # the held chunk again, under cond
+    producer.produce(...)                                          # commits the held chunk, then the next
+    state = producer.capture()                                     # commits what is held first
+
+A chunk's frames are decoded and finished (encoded, say) straight from the denoised chunk and handed back;
+the session takes the chunk (``commit``: the tiny model's cache-writing pass, about a third of a chunk)
+only when the next chunk is made, the state captured, or the session rolled back. So a chunk's frames
+never wait for its commit, and a chunk that is produced but not yet sent is replaced by generating it
+again from the state it was generated from: no snapshot, no rollback, nothing to restore when the
+replacement is abandoned. The frames are the same either way (decoding reads only the chunk, and the
+commit reads only the chunk and the state before it): a session's frames do not depend on when its
+chunks were committed.
+
+The in-process worker (``streaming_model.worker``), the lanes (``streaming_model.lanes``, which commit
+the held chunks of a batch in one pass) and a cluster's slot actor (``server.cluster.slot``) all run a
+session through one of these, so they run exactly the same steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from .backend import BackendManifest, BackendSession, BatchingBackend, Pending, apply_fallbacks
+from .condition import ChunkCondition
+from .runtime import SessionSnapshot
+
+T = TypeVar("T")
+
+
+class Producer:
+    """One backend session and the chunk it last produced, held back from its state until it is final."""
+
+    def __init__(self, session: BackendSession, manifest: BackendManifest) -> None:
+        self.session = session
+        self.manifest = manifest
+        self.held: Pending | None = None
+        """The chunk produced last, its frames out, not yet committed (None once committed)."""
+        self.commit_s = 0.0
+        """Seconds spent committing held chunks since ``take_commit_s`` was last asked."""
+
+    @property
+    def index(self) -> int:
+        """The next chunk's index: chunks produced, the held one included."""
+        return self.session.index + (self.held is not None)
+
+    def settle(self) -> None:
+        """Commit the held chunk, if any: from now on it is part of the session's state."""
+        if self.held is None:
+            return
+        began = time.perf_counter()
+        self.session.commit(self.held)
+        self.held = None
+        self.commit_s += time.perf_counter() - began
+
+    def take_commit_s(self) -> float:
+        """Seconds spent committing since the last call (what a produce spent on the chunk before it)."""
+        spent, self.commit_s = self.commit_s, 0.0
+        return spent
+
+    def produce(
+        self,
+        cond: ChunkCondition,
+        cancel: threading.Event,
+        finish: Callable[[np.ndarray], T],
+        finish_times: deque[float],
+    ) -> T | None:
+        """Commit the held chunk, then generate the next one under ``cond``, decode and ``finish`` its frames
+        and hold it; None (nothing held) when ``cancel`` was set before it was denoised. Appends the seconds
+        from denoised to finished to ``finish_times``."""
+        self.settle()
+        pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
+        return self._finish(pending, cancel, finish, finish_times)
+
+    def hold(
+        self, pending: Pending, frames: np.ndarray, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """A chunk generated and decoded with a batch's (after ``settle``): ``finish`` its ``frames`` and hold
+        it, as ``produce`` does; None (nothing held) when ``cancel`` is set."""
+        return self._finish(pending, cancel, finish, deque(maxlen=1), frames)
+
+    def replace(
+        self,
+        cond: ChunkCondition,
+        cancel: threading.Event,
+        finish: Callable[[np.ndarray], T],
+        finish_times: deque[float],
+    ) -> T | None:
+        """The last produced chunk again, under ``cond``; None, and that chunk as it was, when ``cancel`` was
+        set before the new one was denoised. The held chunk is simply generated again; a chunk already
+        committed (captured since) is rolled back first and restored if the replacement is abandoned."""
+        if self.held is not None:
+            pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
+            return self._finish(pending, cancel, finish, finish_times)
+        before = self.session.snapshot()
+        self.session.rollback(1)
+        out = self.produce(cond, cancel, finish, finish_times)
+        if out is None:
+            self.session.restore(before)
+        return out
+
+    def _finish(
+        self,
+        pending: Pending | None,
+        cancel: threading.Event,
+        finish: Callable[[np.ndarray], T],
+        finish_times: deque[float],
+        frames: np.ndarray | None = None,
+    ) -> T | None:
+        if pending is None or cancel.is_set():
+            return None  # also when it finished in the same instant it was cancelled: hold nothing
+        denoised = time.perf_counter()
+        out = finish(self.session.decode(pending) if frames is None else frames)
+        finish_times.append(time.perf_counter() - denoised)
+        self.held = pending
+        return out
+
+    def rollback(self, k: int) -> None:
+        """Forget the last ``k`` chunks produced (the held one first)."""
+        if k > 0 and self.held is not None:
+            self.held, k = None, k - 1
+        self.session.rollback(k)
+
+    def snapshot(self) -> object:
+        """The session's state with every chunk produced in it."""
+        self.settle()
+        return self.session.snapshot()
+
+    def restore(self, snap: object) -> None:
+        """Continue from a snapshot (the held chunk is dropped, but only once the snapshot is taken)."""
+        self.session.restore(snap)
+        self.held = None
+
+    def capture(self) -> SessionSnapshot | bytes:
+        """The state with every chunk produced, for a store: the tiny model's snapshot as it is, any other
+        backend's as portable bytes."""
+        snap = self.snapshot()
+        return snap if isinstance(snap, SessionSnapshot) else self.session.export_state(snap)
+
+    def restore_state(self, state: object) -> None:
+        """Continue from a stored state: its backend's bytes, or a snapshot object."""
+        self.restore(self.session.import_state(state) if isinstance(state, bytes) else state)
+
+    def close(self) -> None:
+        """Free the session (what is held is never committed)."""
+        self.held = None
+        self.session.close()
+
+
+def settle_many(batcher: BatchingBackend, producers: Sequence[Producer]) -> None:
+    """``settle`` for each producer, their held chunks committed in one pass (``commit_many``)."""
+    holding = [p for p in producers if p.held is not None]
+    if not holding:
+        return
+    began = time.perf_counter()
+    batcher.commit_many([p.session for p in holding], [p.held for p in holding if p.held is not None])
+    spent = time.perf_counter() - began
+    for p in holding:
+        p.held = None
+        p.commit_s += spent

@@ -1,0 +1,105 @@
+"""Frames first, cache after: a produced chunk's frames come out before the session commits it, the chunk
+is committed when the next is made, and replacing it is a plain regeneration; the frames are a direct
+session's whatever the order."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+import numpy as np
+
+from streaming_model.backend import Backend, BackendSession
+from streaming_model.condition import ChunkCondition
+from streaming_model.producer import Producer
+from streaming_model.world_backend import WorldBackend
+from tests.support.backends import Recording
+
+WAVE, NOD, JUMP, SIT = (ChunkCondition(action=a) for a in ("wave", "nod", "jump", "sit"))
+
+
+def copy(frames: np.ndarray) -> np.ndarray:
+    return frames.copy()
+
+
+def direct(backend: Backend, conds: list[ChunkCondition]) -> list[np.ndarray]:
+    """Each chunk's frames from a session that commits every chunk at once."""
+    session = backend.open_session(identity=0)
+    out = []
+    for c in conds:
+        pending = session.generate(c)
+        assert pending is not None
+        session.commit(pending)
+        out.append(session.decode(pending))
+    return out
+
+
+def producer() -> tuple[Recording, Producer]:
+    backend = Recording(WorldBackend(warmup_chunks=1))
+    return backend, Producer(backend.open_session(identity=0), backend.manifest)
+
+
+def made(producer: Producer, cond: ChunkCondition, cancel: threading.Event | None = None) -> np.ndarray:
+    out = producer.produce(cond, cancel or threading.Event(), copy, deque())
+    assert out is not None
+    return out
+
+
+def calls_since(backend: Recording, n: int) -> list[str]:
+    return [name for name, _ in backend.calls[n:]]
+
+
+def test_a_chunks_frames_come_out_before_its_commit_which_waits_for_the_next_chunk() -> None:
+    backend, p = producer()
+    n = len(backend.calls)
+    first = made(p, WAVE)
+    assert calls_since(backend, n) == ["generate", "decode"]
+    assert (p.index, p.session.index) == (1, 0)  # produced, held, not yet committed
+    n = len(backend.calls)
+    second = made(p, NOD)
+    assert calls_since(backend, n) == ["commit", "generate", "decode"]
+    assert p.take_commit_s() > 0 and p.take_commit_s() == 0
+    expected = direct(backend.backend, [WAVE, NOD])
+    assert np.array_equal(first, expected[0]) and np.array_equal(second, expected[1])
+
+
+def test_replacing_the_held_chunk_regenerates_it_with_no_snapshot_or_rollback() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    n = len(backend.calls)
+    replaced = p.replace(JUMP, threading.Event(), copy, deque())
+    assert calls_since(backend, n) == ["generate", "decode"]
+    after = made(p, SIT)
+    expected = direct(backend.backend, [JUMP, SIT])
+    assert replaced is not None and np.array_equal(replaced, expected[0])
+    assert np.array_equal(after, expected[1])
+
+
+def test_a_cancelled_replacement_leaves_the_held_chunk_which_the_next_chunk_continues() -> None:
+    backend, p = producer()
+    first = made(p, WAVE)
+    cancelled = threading.Event()
+    cancelled.set()
+    assert p.replace(JUMP, cancelled, copy, deque()) is None
+    assert p.produce(JUMP, cancelled, copy, deque()) is None  # commits the held chunk, makes nothing
+    assert p.index == 1
+    after = made(p, SIT)
+    expected = direct(backend.backend, [WAVE, SIT])
+    assert np.array_equal(first, expected[0]) and np.array_equal(after, expected[1])
+
+
+def test_a_captured_state_holds_every_chunk_produced_and_a_replacement_after_it_rolls_back() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    state = p.capture()  # commits the held chunk: the state has it
+    assert p.session.index == 1 and p.held is None
+    replaced = p.replace(NOD, threading.Event(), copy, deque())  # no longer held: rolled back instead
+    assert "rollback" in calls_since(backend, 0)
+    assert replaced is not None and np.array_equal(replaced, direct(backend.backend, [NOD])[0])
+    expected = direct(backend.backend, [WAVE, NOD, SIT])
+    other: BackendSession = backend.backend.open_session(identity=0)
+    again = Producer(other, backend.manifest)
+    again.restore_state(state)
+    assert again.index == 1
+    made(again, NOD)
+    assert np.array_equal(made(again, SIT), expected[2])
