@@ -10,8 +10,12 @@ Segmentation follows silero's ``VADIterator`` and ``get_speech_timestamps``, mad
 
 - a window with probability >= ``threshold`` is speech; one below ``neg_threshold`` is silence; in between
   nothing changes (hysteresis);
-- a segment is confirmed once it has lasted ``min_speech_ms`` without an open silence, and only then is
-  ``SpeechStarted`` sent (late by that much, but placed at the first voiced window, minus the padding);
+- a segment is confirmed once it has lasted ``min_speech_ms`` with no window below ``neg_threshold`` (one
+  such window before confirmation drops it: its evidence must be continuous) and the confirming window
+  carries a voice's pitch (``confirm_pitch``), or once ``unpitched_confirm_ms`` of windows in a row were all
+  at or above ``threshold``; only then is ``SpeechStarted`` sent (late by that much, but placed at the
+  first voiced window, minus the padding). The pitch is what tells a vowel from a bell's ring or a burst
+  of applause that the model scores as speech (docs/hearing.md has the figures);
 - a segment ends once silence has lasted ``min_silence_ms``; ``SpeechStopped`` is placed at the start of
   the first silent window plus the padding. A segment that ends before it was confirmed sends nothing.
 - inside a confirmed segment, the first silent window after speech gives a ``SilenceBegan`` hint at once
@@ -38,6 +42,7 @@ import numpy as np
 import onnxruntime
 
 from events.audio import SAMPLE_RATE
+from events.levels import PitchTracker
 from events.stamp import Stamper
 from events.vocabulary import Event, SilenceBegan, SpeechStarted, SpeechStopped
 
@@ -46,6 +51,7 @@ CONTEXT = 64  # samples of the previous window the model sees before each window
 FRAME = 160  # 10 ms: the grid on which boundaries are refined (aligned to absolute stream positions)
 EDGE_FLOOR_DB = -60.0  # a refined edge never follows audio quieter than this (dBFS), even in digital silence
 EDGE_GAP = 8  # frames: quieter gaps up to 80 ms (a stop consonant's closure) stay inside the speech
+PITCH_WINDOW = 640  # 40 ms: two periods of the lowest pitch looked for
 
 
 class VadConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -57,6 +63,15 @@ class VadConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     """Probability below which a window counts as silence; None means ``threshold - 0.15`` (silero's)."""
     min_speech_ms: float = 64.0
     """Speech must last this long before ``SpeechStarted`` is sent: knocks, clicks and coughs are shorter."""
+    confirm_pitch: bool = True
+    """Whether the window that confirms a start must end in a pitch (a voice), else a later one confirms."""
+    pitch_min_hz: float = 60.0
+    pitch_max_hz: float = 500.0
+    pitch_clarity: float = 0.6
+    """How periodic (the NSDF peak, 0..1, as in ``events.levels``) a voiced window must be."""
+    unpitched_confirm_ms: float = 320.0
+    """Windows all at or above ``threshold`` for this long confirm a start without a pitch (whispers);
+    0 turns this off."""
     min_silence_ms: float = 300.0
     """Silence must last this long before ``SpeechStopped``: shorter pauses stay inside the segment."""
     speech_pad_ms: float = 30.0
@@ -71,7 +86,14 @@ class VadConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
         if not 0.0 < self.stop_threshold <= self.threshold:
             raise ValueError(f"neg_threshold must be in (0, threshold], got {self.neg_threshold}")
-        for name in ("min_speech_ms", "min_silence_ms", "speech_pad_ms", "edge_search_ms", "edge_margin_db"):
+        for name in (
+            "min_speech_ms",
+            "min_silence_ms",
+            "speech_pad_ms",
+            "edge_search_ms",
+            "edge_margin_db",
+            "unpitched_confirm_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
 
@@ -147,6 +169,10 @@ class VoiceDetector:
         self._session = _session()
         self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
         self._min_speech = _samples(self.config.min_speech_ms)
+        self._unpitched = _samples(self.config.unpitched_confirm_ms)
+        self._pitch = PitchTracker(
+            PITCH_WINDOW, self.config.pitch_min_hz, self.config.pitch_max_hz, self.config.pitch_clarity
+        )
         self._min_silence = _samples(self.config.min_silence_ms)
         self._pad = _samples(self.config.speech_pad_ms)
         self._search = _samples(self.config.edge_search_ms) // FRAME * FRAME
@@ -161,6 +187,7 @@ class VoiceDetector:
         self._window_start = 0  # stream position of the window being filled
         self._segment_start: int | None = None  # start of the open segment (voiced window, then refined)
         self._confirmed = False  # whether SpeechStarted was sent for the open segment
+        self._loud_since: int | None = None  # start of the run of windows at or above threshold, if any
         self._silence_start: int | None = None  # first silent window inside the open segment, if any
         self._last_end = 0  # where the previous segment ended (padding never crosses it)
         self.probability = 0.0
@@ -201,29 +228,51 @@ class VoiceDetector:
         self._filled = 0
         self._window_start = end
         cfg = self.config
+        self._loud_since = (
+            (start if self._loud_since is None else self._loud_since) if p >= cfg.threshold else None
+        )
         if self._segment_start is None:
             if p < cfg.threshold:
                 return
             self._segment_start = start
+        if not self._confirmed:
+            self._step_unconfirmed(p, end, events)
         elif p >= cfg.threshold:
             self._silence_start = None
         elif p < cfg.stop_threshold:
             if self._silence_start is None:
                 self._silence_start = start
-                if self._confirmed:
-                    events.append(self._silence_began(end))
+                events.append(self._silence_began(end))
             if end - self._silence_start >= self._min_silence:
                 self._close(self._silence_start, events, heard=self._silence_start + WINDOW)
-                return
-        if (
-            not self._confirmed
-            and self._silence_start is None
-            and end - self._segment_start >= self._min_speech
-        ):
-            self._confirmed = True
-            at = max(self._refine_start(self._segment_start) - self._pad, self._last_end, 0)
-            self._segment_start = at
-            events.append(self._stamp(SpeechStarted, audio_ms=_ms(at)))
+
+    def _step_unconfirmed(self, p: float, end: int, events: list[Event]) -> None:
+        """Confirm the open segment at the window ending at ``end``, or drop it, or wait."""
+        assert self._segment_start is not None
+        if p < self.config.stop_threshold:
+            # Before it is confirmed a segment must be heard without a break: two voiced windows with silence
+            # between them (a drum beat, then another) are not one utterance.
+            self._close(self._segment_start, events, heard=end)
+            return
+        if end - self._segment_start < self._min_speech:
+            return
+        loud = self._loud_since is not None and self._unpitched and end - self._loud_since >= self._unpitched
+        if not (loud or self._pitched(end)):
+            return
+        self._confirmed = True
+        at = max(self._refine_start(self._segment_start) - self._pad, self._last_end, 0)
+        self._segment_start = at
+        events.append(self._stamp(SpeechStarted, audio_ms=_ms(at)))
+
+    def _pitched(self, end: int) -> bool:
+        """Whether the 40 ms before ``end`` sound like a voice: a clear pitch within the configured range.
+
+        Checked only on a window that could confirm a start, so it costs nothing while nobody speaks."""
+        if not self.config.confirm_pitch:
+            return True
+        if end - PITCH_WINDOW < self.position - self._recent.size:
+            return False
+        return self._pitch(self._recent.get(end - PITCH_WINDOW, end)) is not None
 
     def _silence_began(self, heard: int) -> SilenceBegan:
         assert self._segment_start is not None
@@ -310,5 +359,6 @@ class VoiceDetector:
         self._filled = 0
         self._input[:] = 0.0
         self._state[:] = 0.0
+        self._loud_since = None
         self._last_end = self._window_start
         return events

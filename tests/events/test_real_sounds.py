@@ -97,12 +97,39 @@ def test_real_knocks_claps_and_doorbells_alone_start_no_speech(name):
     assert started == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15, not met yet: applause, a bell's ring and music each start one short speech segment",
+LEAD_MS = 100.0  # a segment the model opened at a sound may end just before the sound's truth start,
+# which is where it first stands 40 dB out of the noise
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            "applause",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the applause recording opens with ~90 ms of a harmonic 141 Hz sound (a voice's pitch) "
+                "that the model scores as speech: nothing heard within the 64 ms a start may take tells it "
+                "from a vowel (docs/hearing.md)",
+            ),
+        ),
+        "bell",
+        "music",
+    ],
 )
-def test_applause_bells_and_music_start_no_speech(heard):
-    assert {kind: s.speech_started for kind, s in heard.items() if s.speech_started} == {}
+def test_applause_bells_and_music_start_no_speech(kind):
+    started = []
+    for name in sound_set.SCENES:
+        scene = sound_set.scene(name)
+        lines = [t for t in scene.truth if t.kind == "speech"]
+        for s0, s1 in segments(voice_only(scene)):
+            if not any(u.start_ms < s1 and s0 < u.end_ms for u in lines):
+                started += [
+                    f"{name}: {t.clip}"
+                    for t in scene.truth
+                    if t.kind == kind and t.start_ms - LEAD_MS < s1 and s0 < t.end_ms
+                ]
+    assert started == []
 
 
 @pytest.mark.parametrize("kind", ["knock", "clap"])
