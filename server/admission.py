@@ -7,7 +7,7 @@ that thread's share of time spent on chunks over the last seconds, measured (or 
 warm-up costs give for its sessions, when that is higher: a session that just started has not shown its
 load yet), plus what the costs say the newcomer adds, batching counted (``GeneratorLoad``). Sessions
 still being built count as newcomers too, so a storm of starts cannot overfill. A refusal names the
-figures. Generators elsewhere (a Ray cluster's slots) refuse for themselves when every slot is taken.
+figures. An idle server always takes its first session. Generators elsewhere (a Ray cluster's slots) refuse for themselves when every slot is taken.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ class Admission:
                 f"server at capacity: {live} live sessions is the most it is configured to keep "
                 f"(max_sessions); try again later"
             )
-        if not isinstance(self.workers, MeasuredPool):
+        # An idle server takes one session whatever its figures say: refusing the only one serves no one
+        # (on a machine too slow or too busy for one session in real time, its chunks run late instead).
+        if not isinstance(self.workers, MeasuredPool) or claimed == 0:
             return None
         now = self.workers.load(0)
         load = self.workers.load(max(0, claimed - now.sessions) + 1)
@@ -58,7 +60,7 @@ class Admission:
         more = 0
         while load.sessions + more < self.limits.max_sessions:
             after = self.load(more + 1)
-            if after is None or after.after > self.limits.generator_busy_max:
+            if after is None or (load.sessions + more > 0 and after.after > self.limits.generator_busy_max):
                 break
             more += 1
         return load.sessions + more

@@ -74,3 +74,19 @@ async def test_a_storm_of_starts_is_admitted_as_far_as_the_costs_allow_and_no_fu
                 for client in admitted:
                     await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
                 assert lanes.load(0).sessions == 2
+
+
+async def test_an_idle_server_takes_one_session_even_past_its_figures_and_refuses_a_second(factory) -> None:
+    async with on_one_lane(factory) as (lanes_factory, lanes):
+        # One session alone is past the limit (as on a machine too busy when the costs were measured).
+        limit = lanes.load(1).after * 0.5
+        limits = Limits(max_sessions=8, generator_busy_max=limit, resume_grace_s=0.1)
+        async with serving(lanes_factory, limits) as (srv, url):
+            assert srv.admission.capacity() == 1
+            async with SessionClient(url) as first:
+                await first.start(seed=1)
+                await first.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+                async with SessionClient(url) as second:
+                    with pytest.raises(RuntimeError) as refused:
+                        await second.start(seed=2)
+            assert "server at capacity" in str(refused.value)
