@@ -545,13 +545,16 @@ class Realizer:
     def restore(self, snapshot: RealizerSnapshot) -> None:
         """Go back to a ``snapshot`` (tick listeners such as a script keep their own state). An input whose
         block was waiting and is not in the snapshot is told stale: the rewind took its only chance to show."""
-        waiting = {cause for entry in self._entries for cause in causes_of(entry.block)} - self._reflected
+        waiting = self._entry_causes() - self._reflected
         for name, value in copy.deepcopy(snapshot.state).items():
             setattr(self, name, value)
-        kept = {cause for entry in self._entries for cause in causes_of(entry.block)}
-        for cause in sorted(waiting - kept):
+        for cause in sorted(waiting - self._entry_causes()):
             detail = "a story rewind went back before it showed"
             self._publish(self._stamp(InputUnshown, cause=cause, reason="stale", detail=detail))
+
+    def _entry_causes(self) -> set[str]:
+        """The inputs behind every block waiting or running."""
+        return {cause for entry in self._entries for cause in causes_of(entry.block)}
 
     def blocks(self) -> list[tuple[str, str, bool]]:
         """(block id, source, running) for every block waiting or running."""

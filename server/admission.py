@@ -7,7 +7,8 @@ that thread's share of time spent on chunks over the last seconds, measured (or 
 warm-up costs give for its sessions, when that is higher: a session that just started has not shown its
 load yet), plus what the costs say the newcomer adds, batching counted (``GeneratorLoad``). Sessions
 still being built count as newcomers too, so a storm of starts cannot overfill. A refusal names the
-figures. An idle server always takes its first session. Generators elsewhere (a Ray cluster's slots) refuse for themselves when every slot is taken.
+figures. An idle server always takes its first session. Generators elsewhere (a Ray cluster's slots)
+refuse for themselves when every slot is taken.
 """
 
 from __future__ import annotations

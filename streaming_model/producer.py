@@ -78,8 +78,7 @@ class Producer:
         and hold it; None (nothing held) when ``cancel`` was set before it was denoised. Appends the seconds
         from denoised to finished to ``finish_times``."""
         self.settle()
-        pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
-        return self._finish(pending, cancel, finish, finish_times)
+        return self._generate(cond, cancel, finish, finish_times)
 
     def hold(
         self, pending: Pending, frames: np.ndarray, cancel: threading.Event, finish: Callable[[np.ndarray], T]
@@ -99,14 +98,24 @@ class Producer:
         set before the new one was denoised. The held chunk is simply generated again; a chunk already
         committed (captured since) is rolled back first and restored if the replacement is abandoned."""
         if self.held is not None:
-            pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
-            return self._finish(pending, cancel, finish, finish_times)
+            return self._generate(cond, cancel, finish, finish_times)
         before = self.session.snapshot()
         self.session.rollback(1)
         out = self.produce(cond, cancel, finish, finish_times)
         if out is None:
             self.session.restore(before)
         return out
+
+    def _generate(
+        self,
+        cond: ChunkCondition,
+        cancel: threading.Event,
+        finish: Callable[[np.ndarray], T],
+        finish_times: deque[float],
+    ) -> T | None:
+        """Generate a chunk under ``cond`` on the session's state as it is, then finish and hold it."""
+        pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
+        return self._finish(pending, cancel, finish, finish_times)
 
     def _finish(
         self,
@@ -139,6 +148,10 @@ class Producer:
         """Continue from a snapshot (the held chunk is dropped, but only once the snapshot is taken)."""
         self.session.restore(snap)
         self.held = None
+
+    def export(self) -> bytes:
+        """The state with every chunk produced, as the backend's portable bytes."""
+        return self.session.export_state(self.snapshot())
 
     def capture(self) -> SessionSnapshot | bytes:
         """The state with every chunk produced, for a store: the tiny model's snapshot as it is, any other

@@ -215,7 +215,7 @@ class GeneratorSlot:
         """Session ``key``'s state as portable bytes (what a story store or another slot takes)."""
         with self._lock:
             session = self._books.session(key, owner)
-        return session.session.export_state(session.snapshot())
+        return session.export()
 
     def restore(self, key: str, owner: str, state: object) -> int:
         """Continue session ``key`` from a stored state; the chunk index it continues at."""
@@ -244,7 +244,7 @@ class GeneratorSlot:
             identity=place.identity,
             seed=place.seed,
             index=session.index,
-            state=session.session.export_state(session.snapshot()) if exports else None,
+            state=session.export() if exports else None,
         )
 
     def close(self, key: str, owner: str) -> None:
