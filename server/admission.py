@@ -6,8 +6,9 @@ only while the generator thread it would join stays at or under ``Limits.generat
 that thread's share of time spent on chunks over the last seconds, measured (or what the backend's
 warm-up costs give for its sessions, when that is higher: a session that just started has not shown its
 load yet), plus what the costs say the newcomer adds, batching counted (``GeneratorLoad``). Sessions
-still being built count as newcomers too, so a storm of starts cannot overfill. A refusal names the
-figures. An idle server always takes its first session. Generators elsewhere (a Ray cluster's slots)
+still being built count as newcomers too, so a storm of starts cannot overfill. Sessions waiting for
+their client are paused and count for nothing until it comes back, when they are admitted again. A
+refusal names the figures. An idle server always takes its first session. Generators elsewhere (a Ray cluster's slots)
 refuse for themselves when every slot is taken.
 """
 
@@ -28,10 +29,11 @@ class Admission:
         """The generators' load now and with ``joining`` more sessions; None where it is not measured here."""
         return self.workers.load(joining) if isinstance(self.workers, MeasuredPool) else None
 
-    def refusal(self, live: int, claimed: int) -> str | None:
-        """Why one more session cannot be live now (None: it can), given ``live`` sessions (those being
-        built included) and ``claimed``: the sessions that hold or will hold a generator (live, waiting
-        and being built), of which those the pool does not count yet are counted as joining too."""
+    def refusal(self, live: int) -> str | None:
+        """Why one more session cannot be live now (None: it can), given ``live`` sessions: those with a
+        client and those being built. Sessions waiting for their client are paused and cost their
+        generators nothing; each is admitted again when its client comes back. Live sessions the pool does
+        not count yet (being built) count as joining too."""
         if live >= self.limits.max_sessions:
             return (
                 f"server at capacity: {live} live sessions is the most it is configured to keep "
@@ -39,10 +41,10 @@ class Admission:
             )
         # An idle server takes one session whatever its figures say: refusing the only one serves no one
         # (on a machine too slow or too busy for one session in real time, its chunks run late instead).
-        if not isinstance(self.workers, MeasuredPool) or claimed == 0:
+        if not isinstance(self.workers, MeasuredPool) or live == 0:
             return None
         now = self.workers.load(0)
-        load = self.workers.load(max(0, claimed - now.sessions) + 1)
+        load = self.workers.load(max(0, live - now.sessions) + 1)
         if load.after <= self.limits.generator_busy_max:
             return None
         return (

@@ -340,8 +340,7 @@ class OnstageServer:
     def _admit(self, ref: str | None) -> None:
         """Refuse, with a fatal ``rate_limited`` saying why, a session the server cannot keep real-time
         (``server.admission``)."""
-        claimed = len(self.sessions) + self._admitting
-        if (reason := self.admission.refusal(self.live_count(), claimed)) is not None:
+        if (reason := self.admission.refusal(self.live_count())) is not None:
             self.stats.refused_total += 1
             raise p.ProtocolError(p.ErrorCode.RATE_LIMITED, reason, ref, fatal=True)
 

@@ -44,7 +44,7 @@ from .backend import (
     apply_fallbacks,
     can_batch,
 )
-from .busy import BusyMeter
+from .busy import Activity, BusyMeter
 from .condition import ChunkCondition, ConditionError
 from .pool import Claimed, GeneratorLoad, LocalWorkers, Resumable, ThreadLoad, load_of, median_s
 from .producer import Producer, settle_many
@@ -78,8 +78,8 @@ class Lane:
         self.manifest = backend.manifest
         self.batcher: BatchingBackend | None = backend if can_batch(backend) and max_batch > 1 else None
         self.max_batch = max_batch if self.batcher is not None else 1
-        self.sessions = 0
-        """Sessions on this lane (what ``Lanes.open`` balances)."""
+        self.workers: set[LaneWorker] = set()
+        """The sessions on this lane (their number is what ``Lanes.open`` balances)."""
         self.meter = BusyMeter()
         self.batches: deque[int] = deque(maxlen=200)
         """Sizes of the recent batches (1: a chunk alone)."""
@@ -234,7 +234,9 @@ class LaneWorker:
         """Seconds each produce spent committing the chunks produced before (its batch's commit pass)."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         """Never called: a session does not leave its lane."""
-        lane.sessions += 1
+        self.activity = Activity()
+        """Whether the session asks for chunks (a paused one is not counted in the lane's load)."""
+        lane.workers.add(self)
         self._opened = self._submit(
             lambda: Producer(lane.backend.open_session(identity, seed, reference), lane.manifest)
         )
@@ -267,6 +269,7 @@ class LaneWorker:
     ) -> T | None:
         """The next chunk, finished, batched with the lane's other chunks waiting with it (the chunk before
         it is committed first); None (nothing made) when ``cancel`` was set before it was denoised."""
+        self.activity.touch()
         future: Future[T | None] = Future()
         self.lane.submit(_Produce(self, cond, cancel, finish, future))
         return await asyncio.wrap_future(future)
@@ -294,7 +297,7 @@ class LaneWorker:
         try:
             await self._call(self._close)
         finally:
-            self.lane.sessions -= 1
+            self.lane.workers.discard(self)
 
     def _close(self) -> None:
         if self._opened.exception() is None:  # done: it ran before this call
@@ -318,7 +321,7 @@ class Lanes:
         return self.backend.manifest
 
     def _emptiest(self) -> Lane:
-        return min(self.lanes, key=lambda lane: (lane.sessions, lane.meter.share()))
+        return min(self.lanes, key=lambda lane: (len(lane.workers), lane.meter.share()))
 
     async def open(
         self, *, identity: int, seed: int, name: str, resumable: Resumable | None = None
@@ -331,10 +334,11 @@ class Lanes:
         return None
 
     def load(self, joining: int = 1) -> GeneratorLoad:
-        """How busy the lanes are, measured, and with ``joining`` more sessions."""
+        """How busy the lanes are, measured, and with ``joining`` more sessions (those paused, their client
+        away, not counted)."""
         threads = [
             ThreadLoad(
-                sessions=lane.sessions,
+                sessions=sum(worker.activity.active() for worker in lane.workers),
                 busy=lane.meter.share(),
                 batch=lane.max_batch,
                 finish_s=median_s(lane.finish_s),

@@ -13,7 +13,8 @@ that knows its resume token; the front end that had it then gets ``TakenOver`` f
 ``streaming_model.lanes`` is the in-process pool whose threads batch their sessions' chunks.
 
 A pool in this process also says how busy its generator threads are (``MeasuredPool.load``): measured
-over the last seconds, and what the backend's warm-up costs predict one more session would add. The
+over the last seconds, and what the backend's warm-up costs predict one more session would add; a
+session that asked for no chunk over those seconds (paused, its client away) is not counted. The
 server admits sessions from that, not from a constant (``server.admission``).
 """
 
@@ -186,8 +187,9 @@ class LocalWorkers:
         return worker
 
     def load(self, joining: int = 1) -> GeneratorLoad:
-        """The sessions' threads as if spread evenly over the cores: busy seconds per core-second."""
-        workers = [w for w in self._workers if not w.closed]
+        """The sessions' threads as if spread evenly over the cores: busy seconds per core-second (sessions
+        paused, their client away, not counted)."""
+        workers = [w for w in self._workers if not w.closed and w.activity.active()]
         busy = sum(w.meter.busy_s() for w in workers) / WINDOW_S / self.cores
         finish = [s for w in workers for s in w.callback_times]
         per_core = [len(workers) // self.cores + (i < len(workers) % self.cores) for i in range(self.cores)]

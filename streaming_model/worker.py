@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .backend import Backend, BackendManifest, BackendSession
-from .busy import BusyMeter
+from .busy import Activity, BusyMeter
 from .condition import ChunkCondition
 from .producer import Producer
 from .runtime import SessionSnapshot
@@ -172,6 +172,8 @@ class ModelWorker:
         """Never called: an in-process worker does not move."""
         self.meter = BusyMeter()
         """How busy the worker's thread is (``streaming_model.pool.LocalWorkers.load``)."""
+        self.activity = Activity()
+        """Whether the session asks for chunks (a paused one is not counted in the pool's load)."""
         self.callback_times: deque[float] = deque(maxlen=200)
         """Seconds each chunk's ``finish`` (the caller's) took."""
         # torch's intra-op thread count is per process: the generator owns one core by default, the other
@@ -222,6 +224,7 @@ class ModelWorker:
     ) -> T | None:
         """Commit the last chunk, generate the next and ``finish`` its frames; None (nothing made) when
         ``cancel`` was set before the chunk was denoised."""
+        self.activity.touch()
         return await self._call(self._produce, cond, cancel, finish)
 
     async def replace(

@@ -90,3 +90,32 @@ async def test_an_idle_server_takes_one_session_even_past_its_figures_and_refuse
                     with pytest.raises(RuntimeError) as refused:
                         await second.start(seed=2)
             assert "server at capacity" in str(refused.value)
+
+
+async def test_a_session_waiting_for_its_client_leaves_room_and_its_resume_is_admitted_like_a_start(
+    factory,
+) -> None:
+    async with on_one_lane(factory) as (lanes_factory, lanes):
+        limit = lanes.load(1).after * 1.2  # room for one session, not two
+        limits = Limits(max_sessions=8, generator_busy_max=limit, resume_grace_s=120)
+        async with serving(lanes_factory, limits) as (srv, url):
+            async with SessionClient(url) as first:
+                started = await first.start(seed=1)
+                seen = await first.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+            resume = {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+            # Its client gone, the session pauses; once its generator has been idle a window, it is not
+            # counted and a newcomer fits.
+            await until(lambda: len(srv.waiting()) == 1 and lanes.load(0).sessions == 0, timeout=30)
+            async with SessionClient(url) as second:
+                await second.start(seed=2)
+                await second.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+                async with SessionClient(url) as back:  # no room for the first beside the second
+                    with pytest.raises(RuntimeError) as refused:
+                        await back.start(resume=resume)
+                assert "server at capacity" in str(refused.value)
+                assert len(srv.waiting()) == 1  # refused, it goes on waiting
+            await until(lambda: lanes.load(0).sessions == 0, timeout=30)
+            async with SessionClient(url) as back:
+                await back.start(resume=resume)
+                frame = await back.wait_frame(lambda f: True, timeout=30)
+                assert frame.header["chunk"] > seen.header["chunk"]  # where it paused, not from the start
