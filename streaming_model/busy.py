@@ -59,22 +59,3 @@ class BusyMeter:
     def share(self) -> float:
         """Busy seconds per second over the window: 0.0 (idle) .. 1.0."""
         return min(1.0, self.busy_s() / self.window_s)
-
-
-class Activity:
-    """Whether a session's generator is in use: the session is new (younger than the window) or asked for
-    a chunk within it. A session whose client went away pauses and asks for none: it costs its generator
-    nothing while it waits, and is admitted again when its client comes back (``server.admission``)."""
-
-    def __init__(self, window_s: float = WINDOW_S, clock: Callable[[], float] = time.monotonic) -> None:
-        self.window_s = window_s
-        self._clock = clock
-        self._last = clock()
-
-    def touch(self) -> None:
-        """The session asked for a chunk now."""
-        self._last = self._clock()
-
-    def active(self) -> bool:
-        """Whether the session started or asked for a chunk within the last ``window_s``."""
-        return self._clock() - self._last < self.window_s

@@ -44,7 +44,7 @@ from .backend import (
     apply_fallbacks,
     can_batch,
 )
-from .busy import Activity, BusyMeter
+from .busy import BusyMeter
 from .condition import ChunkCondition, ConditionError
 from .pool import Claimed, GeneratorLoad, LocalWorkers, Resumable, ThreadLoad, load_of, median_s
 from .producer import Producer, settle_many
@@ -234,8 +234,8 @@ class LaneWorker:
         """Seconds each produce spent committing the chunks produced before (its batch's commit pass)."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
         """Never called: a session does not leave its lane."""
-        self.activity = Activity()
-        """Whether the session asks for chunks (a paused one is not counted in the lane's load)."""
+        self.paused = False
+        """Set by the session while its client is away (``GeneratorWorker.paused``)."""
         lane.workers.add(self)
         self._opened = self._submit(
             lambda: Producer(lane.backend.open_session(identity, seed, reference), lane.manifest)
@@ -269,7 +269,6 @@ class LaneWorker:
     ) -> T | None:
         """The next chunk, finished, batched with the lane's other chunks waiting with it (the chunk before
         it is committed first); None (nothing made) when ``cancel`` was set before it was denoised."""
-        self.activity.touch()
         future: Future[T | None] = Future()
         self.lane.submit(_Produce(self, cond, cancel, finish, future))
         return await asyncio.wrap_future(future)
@@ -338,7 +337,7 @@ class Lanes:
         away, not counted)."""
         threads = [
             ThreadLoad(
-                sessions=sum(worker.activity.active() for worker in lane.workers),
+                sessions=sum(not worker.paused for worker in lane.workers),
                 busy=lane.meter.share(),
                 batch=lane.max_batch,
                 finish_s=median_s(lane.finish_s),

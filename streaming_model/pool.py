@@ -14,7 +14,7 @@ that knows its resume token; the front end that had it then gets ``TakenOver`` f
 
 A pool in this process also says how busy its generator threads are (``MeasuredPool.load``): measured
 over the last seconds, and what the backend's warm-up costs predict one more session would add; a
-session that asked for no chunk over those seconds (paused, its client away) is not counted. The
+session paused while its client is away is not counted. The
 server admits sessions from that, not from a constant (``server.admission``).
 """
 
@@ -189,7 +189,7 @@ class LocalWorkers:
     def load(self, joining: int = 1) -> GeneratorLoad:
         """The sessions' threads as if spread evenly over the cores: busy seconds per core-second (sessions
         paused, their client away, not counted)."""
-        workers = [w for w in self._workers if not w.closed and w.activity.active()]
+        workers = [w for w in self._workers if not w.closed and not w.paused]
         busy = sum(w.meter.busy_s() for w in workers) / WINDOW_S / self.cores
         finish = [s for w in workers for s in w.callback_times]
         per_core = [len(workers) // self.cores + (i < len(workers) % self.cores) for i in range(self.cores)]

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .backend import Backend, BackendManifest, BackendSession
-from .busy import Activity, BusyMeter
+from .busy import BusyMeter
 from .condition import ChunkCondition
 from .producer import Producer
 from .runtime import SessionSnapshot
@@ -110,6 +110,10 @@ class GeneratorWorker(Protocol):
     on_moved: Callable[[WorkerMoved], None] | None
     """Set by the session: called (on the event loop) when its generator moved to another worker."""
 
+    paused: bool
+    """Set by the session while its client is away: it asks for no chunks meanwhile, so its pool does not
+    count it in the generators' load (``streaming_model.pool.MeasuredPool``)."""
+
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
@@ -172,8 +176,8 @@ class ModelWorker:
         """Never called: an in-process worker does not move."""
         self.meter = BusyMeter()
         """How busy the worker's thread is (``streaming_model.pool.LocalWorkers.load``)."""
-        self.activity = Activity()
-        """Whether the session asks for chunks (a paused one is not counted in the pool's load)."""
+        self.paused = False
+        """Set by the session while its client is away (``GeneratorWorker.paused``)."""
         self.callback_times: deque[float] = deque(maxlen=200)
         """Seconds each chunk's ``finish`` (the caller's) took."""
         # torch's intra-op thread count is per process: the generator owns one core by default, the other
@@ -224,7 +228,6 @@ class ModelWorker:
     ) -> T | None:
         """Commit the last chunk, generate the next and ``finish`` its frames; None (nothing made) when
         ``cancel`` was set before the chunk was denoised."""
-        self.activity.touch()
         return await self._call(self._produce, cond, cancel, finish)
 
     async def replace(

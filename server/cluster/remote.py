@@ -83,6 +83,8 @@ class RemoteWorker:
         self.commit_times: deque[float] = deque(maxlen=200)
         """Seconds each produce spent in the actor committing the chunk before it."""
         self.on_moved: Callable[[WorkerMoved], None] | None = None
+        self.paused = False
+        """Set by the session while its client is away (``GeneratorWorker.paused``)."""
         self._calls = itertools.count()
         self._closed = False
         self._first, state = start  # the chunk this front end's part of the session began at

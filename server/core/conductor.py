@@ -251,8 +251,10 @@ class Conductor:
         if sink is None and self._attached.is_set():
             self._attached.clear()
             self.schedule.pause()
+            self.worker.paused = True  # its generator's load is not counted against new sessions
         elif sink is not None and not self._attached.is_set():
             self.schedule.resume()
+            self.worker.paused = False
             self._attached.set()
 
     async def close(self) -> None:

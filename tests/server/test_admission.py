@@ -103,8 +103,7 @@ async def test_a_session_waiting_for_its_client_leaves_room_and_its_resume_is_ad
                 started = await first.start(seed=1)
                 seen = await first.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
             resume = {"session_id": started["session_id"], "resume_token": started["resume_token"]}
-            # Its client gone, the session pauses; once its generator has been idle a window, it is not
-            # counted and a newcomer fits.
+            # Its client gone, the session pauses: it is not counted, and a newcomer fits.
             await until(lambda: len(srv.waiting()) == 1 and lanes.load(0).sessions == 0, timeout=30)
             async with SessionClient(url) as second:
                 await second.start(seed=2)

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from streaming_model.backend import BackendManifest, Capabilities, Costs
-from streaming_model.busy import Activity, BusyMeter
+from streaming_model.busy import BusyMeter
 from streaming_model.manifest import build_manifest
 from streaming_model.pool import ThreadLoad, load_of
 
@@ -32,20 +32,6 @@ def test_the_meter_counts_busy_time_inside_its_window_and_work_still_in_progress
         assert meter.share() == pytest.approx(0.75)  # counted while it runs
     clock.t += 1.5  # the first span has left the window; the second half remains
     assert meter.busy_s() == pytest.approx(0.5)
-
-
-def test_a_session_is_active_while_new_or_asking_for_chunks_and_not_after_a_window_without() -> None:
-    clock = Clock()
-    activity = Activity(window_s=2.0, clock=clock)
-    clock.t += 1.9
-    assert activity.active()  # new: it has not had the time to ask yet
-    clock.t += 0.1
-    assert not activity.active()
-    activity.touch()
-    clock.t += 1.9
-    assert activity.active()
-    clock.t += 0.1
-    assert not activity.active()  # paused: its client went away
 
 
 MANIFEST = BackendManifest(

@@ -8,7 +8,6 @@ import threading
 import numpy as np
 import pytest
 
-from streaming_model.busy import WINDOW_S
 from streaming_model.condition import ChunkCondition
 from streaming_model.kv_cache import SnapshotError
 from streaming_model.pool import LocalWorkers
@@ -124,22 +123,19 @@ async def test_opening_a_session_does_not_hold_the_loop(tiny_generator: Generato
         await worker.close()
 
 
-async def test_a_session_asking_for_no_chunk_over_the_window_is_not_in_the_pools_load_until_it_asks(
-    tiny_generator: Generator,
-) -> None:
+async def test_a_paused_session_is_not_in_the_pools_load_until_it_goes_on(tiny_generator: Generator) -> None:
     pool = LocalWorkers(TinyBackend(tiny_generator, warmup_chunks=1), cores=1)
-    asking = await pool.open(identity=0, seed=1, name="asking")
-    paused = await pool.open(identity=0, seed=2, name="paused")
+    workers = [await pool.open(identity=0, seed=i, name=str(i)) for i in range(2)]
     try:
-        for worker in (asking, paused):
+        for worker in workers:
             await worker.produce(ChunkCondition(action="idle"), Cancel(), frames_of)
-        assert pool.load(0).sessions == 2
-        deadline = asyncio.get_running_loop().time() + WINDOW_S
-        while asyncio.get_running_loop().time() <= deadline:  # one keeps asking, the other is paused
-            await asking.produce(ChunkCondition(action="idle"), Cancel(), frames_of)
-        assert pool.load(0).sessions == 1
-        await paused.produce(ChunkCondition(action="idle"), Cancel(), frames_of)
+        both = pool.load(0)
+        assert both.sessions == 2
+        workers[1].paused = True  # its client went away
+        alone = pool.load(0)
+        assert alone.sessions == 1 and alone.predicted < both.predicted
+        workers[1].paused = False
         assert pool.load(0).sessions == 2
     finally:
-        await asking.close()
-        await paused.close()
+        for worker in workers:
+            await worker.close()
