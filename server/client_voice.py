@@ -20,6 +20,7 @@ cut it: the client's pipeline decides its own barge-in and says so with ``respon
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,10 +146,10 @@ class CharacterVoice(SpeechPlayer):
 
     # --------------------------------------------------------------------------- what the conductor calls
 
-    async def envelope(self, chunk: int) -> tuple[float, ...] | None:
+    async def envelope(self, chunk: int, late: asyncio.Event | None = None) -> tuple[float, ...] | None:
         plan = self._plan(chunk)
         if not any(plan.owner):
-            return await super().envelope(chunk)
+            return await super().envelope(chunk, late)
         env = Utterance("", plan.samples.reshape(-1), self.voice.rate, ()).frame_envelope(self.clock.fps)
         return tuple(float(e) if owner else 0.0 for e, owner in zip(env, plan.owner, strict=True))
 

@@ -4,7 +4,8 @@ The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). A
 frame on the realizer's manifest's clock: rate/fps samples a frame. The player synthesises it
 sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
 playback), and the mouth of every chunk follows the voice's real loudness envelope. A chunk's decision
-waits for the audio of its frames, so the part it will wait for next (the first sentence, or any part
+waits for the audio of its frames (for the first audio, only until waiting longer would make the chunk
+late: then the voice starts when ready, ``envelope``), so the part it will wait for next (the first sentence, or any part
 when less than ``URGENT_AHEAD_S`` of audio is ready beyond the frames decided) is synthesised at the
 video's priority; the rest below it (``Voice.synthesize_async``).
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
@@ -106,6 +107,8 @@ class SpeechPlayer:
         self.per_frame = self.clock.samples_per_frame(voice.rate)
         self._now: _Speaking | None = None
         self._decided = 0  # the first global frame whose chunk's mouth is not decided yet
+        self.late_starts = 0
+        """Voices whose first audio was not ready by their cue chunk's deadline (``envelope``)."""
 
     @property
     def speaking(self) -> bool:
@@ -226,11 +229,14 @@ class SpeechPlayer:
             self.realizer.speech_ended(now.cue.speech_id)
         return out
 
-    async def envelope(self, chunk: int) -> tuple[float, ...] | None:
+    async def envelope(self, chunk: int, late: asyncio.Event | None = None) -> tuple[float, ...] | None:
         """The mouth envelope of ``chunk``'s frames while a voice is cued or sounding, else None.
 
         Frames before the voice starts are closed (0). For frames it covers, this waits until synthesis
-        has reached them, so the envelope never depends on how fast synthesis was.
+        has reached them, so the envelope never depends on how fast synthesis was; but not for the first
+        audio past ``late`` (set when waiting longer would make the chunk late): then the chunk's mouth
+        is closed and the voice starts with the first frame sent after its audio is ready, as with
+        ``when_ready``. The chunk keeps its time; the frames then depend on Piper's speed.
         """
         self._decided = max(self._decided, self.clock.first_frame(chunk + 1))
         now = self._now
@@ -244,8 +250,12 @@ class SpeechPlayer:
         while (
             self._now is now and not now.done and (now.utterance is None or now.utterance.samples.size < need)
         ):
+            if now.utterance is None and late is not None and late.is_set():
+                now.waits = False
+                self.late_starts += 1
+                return (0.0,) * n
             now.progress.clear()
-            await now.progress.wait()
+            await _first_of(now.progress, late if now.utterance is None else None)
         if self._now is not now:
             return None
         if now.utterance is None:
@@ -283,3 +293,16 @@ class SpeechPlayer:
             now.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await now.task
+
+
+async def _first_of(event: asyncio.Event, other: asyncio.Event | None) -> None:
+    """Until ``event`` or ``other`` (if any) is set."""
+    if other is None:
+        await event.wait()
+        return
+    waits = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(other.wait())}
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

@@ -510,7 +510,8 @@ class Conductor:
         schedule = self.schedule
         begun = schedule.now()
         self._drain_urgent()  # what arrived since the last chunk is already in this decision
-        decided = await self.decider.decide(k, m)
+        with schedule.deciding(m) as late:
+            decided = await self.decider.decide(k, m, late)
         # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
         chunk = ReadyChunk(m, k, [], (), 0.0, decided.decision, decided.out.condition, begun, schedule.now())
         reflects = set(decided.decision.reflects) | self._carry
@@ -603,9 +604,15 @@ class Conductor:
             await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
         if not self.schedule.time_to_redo(chunk.index):
             return None
-        return await self.decider.redecide(
-            chunk.gen_chunk, chunk.index, chunk.decision, chunk.condition, regenerate=regenerate
-        )
+        with self.schedule.deciding(chunk.index) as late:
+            return await self.decider.redecide(
+                chunk.gen_chunk,
+                chunk.index,
+                chunk.decision,
+                chunk.condition,
+                regenerate=regenerate,
+                late=late,
+            )
 
     async def _capture(self) -> SessionSnapshot | bytes | None:
         """The generator's state for a story checkpoint, encoded in the worker; None when the backend

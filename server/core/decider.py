@@ -8,6 +8,7 @@ is to be generated; otherwise it is discarded and the realizer is as it was.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,20 +50,28 @@ class Decider:
         self.media = media
         self._last_frame = last_frame
 
-    async def decide(self, k: int, m: int) -> Decision:
-        """Generator chunk ``k``'s decision, sent as media chunk ``m``."""
+    async def decide(self, k: int, m: int, late: asyncio.Event | None = None) -> Decision:
+        """Generator chunk ``k``'s decision, sent as media chunk ``m``; ``late`` is set once waiting for
+        the voice would make the chunk late (``SpeechPlayer.envelope``)."""
         decision = self.minds.tick(k)
-        return Decision(decision, await self._voice(decision, m))
+        return Decision(decision, await self._voice(decision, m, late))
 
     async def redecide(
-        self, k: int, m: int, decided: ChunkOutput, generated: ChunkCondition, *, regenerate: bool
+        self,
+        k: int,
+        m: int,
+        decided: ChunkOutput,
+        generated: ChunkCondition,
+        *,
+        regenerate: bool,
+        late: asyncio.Event | None = None,
     ) -> Redecision | None:
         """Re-decide chunk ``k`` (media chunk ``m``, decided as ``decided``, generated under ``generated``)
         with what the minds know now.
 
         The proposal is committed when its condition is the decided one (``out`` None: the frames stand
         for it) or when it is to be generated (``regenerate``); otherwise it is discarded (None) and what
-        it would have reflected lands in the next chunk.
+        it would have reflected lands in the next chunk. ``late`` as for ``decide``.
         """
         realizer = self.minds.realizer
         proposal = realizer.propose(k)
@@ -74,10 +83,10 @@ class Decider:
         if not regenerate:
             realizer.discard(proposal)
             return None
-        out = await self._voice(realizer.commit(proposal), m)
+        out = await self._voice(realizer.commit(proposal), m, late)
         return Redecision(new, None if out.condition == generated else out)
 
-    async def _voice(self, out: ChunkOutput, m: int) -> ChunkOutput:
+    async def _voice(self, out: ChunkOutput, m: int, late: asyncio.Event | None) -> ChunkOutput:
         """``out`` for media chunk ``m`` with the voice acted on and its real mouth envelope.
 
         Speech cued in chunk m starts with chunk m itself (``voice_start = "cue_chunk"``, the default) or
@@ -89,6 +98,7 @@ class Decider:
         ready, and chunks decided before that keep the mouth closed: where speech starts (and the frames
         after) then depends on Piper's speed. The rest of open speech (``speech_extend``) whose voice ran
         out waits for chunk m+1 in every mode: a decision never waits for text that has just arrived.
+        Nor does it wait for the first audio past ``late``: the voice then starts when ready.
         """
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame() + 1, speech_id)
@@ -98,7 +108,7 @@ class Decider:
             self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=mode != "when_ready")
         for cue in out.speech_extend:
             self.player.extend(cue, self.media.first_frame(m + 1))
-        envelope = await self.player.envelope(m)
+        envelope = await self.player.envelope(m, late)
         if envelope is not None:
             speaking = self.player.sounding(m)
             out = msgspec.structs.replace(

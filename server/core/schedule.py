@@ -14,9 +14,10 @@ scheduling decisions are tested deterministically rather than with sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import numpy as np
@@ -178,6 +179,21 @@ class ChunkSchedule:
         """Whether a regeneration of media chunk ``m`` started now still fits before its send."""
         left = self.send_at(m) - self.clock.time()
         return self.redirect and left >= self.typical() * self.redirect_margin
+
+    def decide_by(self, m: int) -> float:
+        """Until when a decision of media chunk ``m`` may wait (for the voice) and the chunk, generated
+        after it, still be ready for its send: a typical chunk's time, with the redirect margin, before."""
+        return self.send_at(m) - self.typical() * self.redirect_margin
+
+    @contextlib.contextmanager
+    def deciding(self, m: int) -> Iterator[asyncio.Event]:
+        """An event set at ``decide_by(m)`` for as long as the block runs (a decision of chunk ``m``)."""
+        late = asyncio.Event()
+        timer = self.clock.call_at(self.decide_by(m), late.set)
+        try:
+            yield late
+        finally:
+            timer.cancel()
 
     def replace_deadline(self, m: int) -> float:
         """When a replacement of media chunk ``m`` still denoising is abandoned."""

@@ -134,6 +134,46 @@ async def test_cue_chunk_starts_the_voice_with_the_chunk_that_cued_it_its_mouth_
     assert np.array_equal(audio, utterance.samples[: audio.size])
 
 
+async def test_a_first_audio_not_ready_by_the_chunks_deadline_closes_its_mouth_and_starts_when_ready(
+    voice: Voice,
+) -> None:
+    # Waiting longer would make the cue chunk late: it goes out at once with its mouth closed, and the
+    # voice starts with the first frame sent after its audio is ready (as ``when_ready`` does).
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="cue_chunk", first_clause=True))
+    player.start(cue, 0, cue_frame=0)
+    late = asyncio.Event()
+    late.set()
+    assert await asyncio.wait_for(player.envelope(0, late), 0.001) == (0.0,) * 12
+    assert player.late_starts == 1
+    early = [player.slice(f) for f in range(3)]  # three frames go out before the audio is ready
+    assert not np.concatenate(early).any()
+    await ready(player, 0)
+    utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you. Ask me anything."))
+    audio = await sent(player, range(3, 3 + 12 * 8))
+    assert np.array_equal(audio[: utterance.samples.size], utterance.samples)  # from frame 3, whole
+
+
+async def test_a_deadline_that_comes_while_the_mouth_waits_releases_it_and_one_not_reached_changes_nothing(
+    voice: Voice,
+) -> None:
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="cue_chunk", first_clause=True))
+    player.start(cue, 0, cue_frame=0)
+    late = asyncio.Event()
+    waiting = asyncio.ensure_future(player.envelope(0, late))
+    await asyncio.sleep(0)  # the mouth waits for the first audio
+    assert not waiting.done()
+    late.set()
+    assert await asyncio.wait_for(waiting, 1) == (0.0,) * 12
+    # Another voice whose audio comes before its deadline: the mouth is the voice's, as without one.
+    player.start(cue, 12 * 20, cue_frame=12 * 20)
+    envelope = await player.envelope(20, asyncio.Event())
+    utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you."))
+    assert envelope == pytest.approx(tuple(utterance.frame_envelope(SLOW.fps)[:12]))
+    assert player.late_starts == 1
+
+
 def test_the_server_table_names_both_switches_and_starts_with_the_cue_chunk_by_default() -> None:
     assert ServerConfig().speech() == SpeechConfig(start="cue_chunk", first_clause=True)
     quick = ServerConfig(voice_start="when_ready", voice_first_clause=False).speech()
