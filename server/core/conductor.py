@@ -510,8 +510,8 @@ class Conductor:
         schedule = self.schedule
         begun = schedule.now()
         self._drain_urgent()  # what arrived since the last chunk is already in this decision
-        with schedule.deciding(m) as late:
-            decided = await self.decider.decide(k, m, late)
+        with schedule.deciding(m) as overdue:
+            decided = await self.decider.decide(k, m, overdue)
         # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
         chunk = ReadyChunk(m, k, [], (), 0.0, decided.decision, decided.out.condition, begun, schedule.now())
         reflects = set(decided.decision.reflects) | self._carry
