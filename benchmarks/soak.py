@@ -40,6 +40,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
+from capacity import scrape
 from director import answer
 from reaction import Microphone, sounds, window_counts, window_edges
 from served import rss_mib, served, session_url
@@ -251,6 +252,10 @@ debounce_s = 0.05
                 stop.set()
                 await side
                 metrics = client.received.of_type("metrics")[-1]
+                figures = await asyncio.to_thread(scrape, base)
+                late_voices = figures.get("onstage_session_voice_late_starts_total", {}).get(
+                    started["session_id"]
+                )
                 watcher.cancel()
                 stalls = await watcher
             checkpoints = {
@@ -271,6 +276,7 @@ debounce_s = 0.05
         ("minutes", f"{args.minutes:g}"),
         ("video frames received", f"{len(times)}"),
         ("chunks on time (server)", f"{100 * metrics['on_time']:.2f} %"),
+        ("voices started when ready, their first audio past the cue chunk's deadline", f"{late_voices}"),
         (f"1 s windows with >= {full:g} fps", f"{100 * full_share:.2f} %"),
         (f"1 s windows short of {full:g} fps / of them within 2 s after a story rewind", f"{short} / {near}"),
         ("the same, by the server's send times (`sent_ms`)", f"{100 * sent_share:.2f} %"),

@@ -177,6 +177,12 @@ class _ServerCollector(Collector):
             ),
             (
                 "counter",
+                "onstage_session_voice_late_starts",
+                "Voices whose first audio missed their cue chunk's deadline: they started when ready.",
+                lambda s: s.conductor.player.late_starts,
+            ),
+            (
+                "counter",
                 "onstage_session_media_dropped",
                 "Media frames dropped for this session's client.",
                 self.server.dropped_of,
