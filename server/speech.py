@@ -4,8 +4,8 @@ The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). A
 frame on the realizer's manifest's clock: rate/fps samples a frame. The player synthesises it
 sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
 playback), and the mouth of every chunk follows the voice's real loudness envelope. A chunk's decision
-waits for the audio of its frames (for the first audio, only until waiting longer would make the chunk
-late: then the voice starts when ready, ``envelope``), so the part it will wait for next (the first sentence, or any part
+waits for the audio of its frames (with ``on_time``, for the first audio only until waiting longer would
+make the chunk late: ``envelope``), so the part it will wait for next (the first sentence, or any part
 when less than ``URGENT_AHEAD_S`` of audio is ready beyond the frames decided) is synthesised at the
 video's priority; the rest below it (``Voice.synthesize_async``).
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
@@ -17,8 +17,10 @@ the first sentence synthesised under the cue's cause (``events.tracing``).
 ``first_clause`` synthesises a first sentence's first clause (up to its first comma) on its own, as
 Piper's time grows with the text; ``start`` says where cued speech begins (see ``Decider``):
 ``cue_chunk`` with the chunk that cued it or ``next_chunk`` a chunk after it, the mouth waiting for the
-audio either way (the same inputs give the same frames), or ``when_ready`` from the first frame not yet
-sent once its audio is there (where it starts, and so the frames, then depend on how fast Piper ran).
+audio either way (the same inputs give the same frames), ``when_ready`` from the first frame not yet
+sent once its audio is there (where it starts, and so the frames, then depend on how fast Piper ran), or
+``on_time`` as ``cue_chunk`` while the first audio is ready in time for the chunk, else as ``when_ready``
+(no chunk waits past its deadline for the voice; the frames depend on Piper's speed only when it is late).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from events.tracing import SPEECH_CUED, SPEECH_SYNTHESISED, Tracer
 from server.media import MediaClock
 from server.voice import Utterance, Voice
 
-VoiceStart = Literal["cue_chunk", "next_chunk", "when_ready"]
+VoiceStart = Literal["cue_chunk", "next_chunk", "when_ready", "on_time"]
 
 _CLAUSE = re.compile(r"(?<=,)\s+")
 

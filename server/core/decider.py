@@ -98,7 +98,9 @@ class Decider:
         ready, and chunks decided before that keep the mouth closed: where speech starts (and the frames
         after) then depends on Piper's speed. The rest of open speech (``speech_extend``) whose voice ran
         out waits for chunk m+1 in every mode: a decision never waits for text that has just arrived.
-        Nor does it wait for the first audio past ``late``: the voice then starts when ready.
+        With ``"on_time"``, as ``cue_chunk`` but the decision does not wait for the first audio past
+        ``late``: the chunk's mouth is closed and the voice starts when ready (the frames then depend on
+        Piper's speed, so the protocol's determinism holds only while it keeps up).
         """
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame() + 1, speech_id)
@@ -108,7 +110,7 @@ class Decider:
             self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=mode != "when_ready")
         for cue in out.speech_extend:
             self.player.extend(cue, self.media.first_frame(m + 1))
-        envelope = await self.player.envelope(m, late)
+        envelope = await self.player.envelope(m, late if mode == "on_time" else None)
         if envelope is not None:
             speaking = self.player.sounding(m)
             out = msgspec.structs.replace(

@@ -16,7 +16,7 @@ from events.bus import EventBus
 from server.config import ServerConfig
 from server.core.decider import Decider
 from server.media import MediaClock
-from server.speech import SpeechConfig, SpeechPlayer, speech_parts
+from server.speech import SpeechConfig, SpeechPlayer, VoiceStart, speech_parts
 from server.voice import Voice
 from streaming_model.manifest import build_manifest
 
@@ -140,7 +140,7 @@ async def test_a_first_audio_not_ready_by_the_chunks_deadline_closes_its_mouth_a
     # Waiting longer would make the cue chunk late: it goes out at once with its mouth closed, and the
     # voice starts with the first frame sent after its audio is ready (as ``when_ready`` does).
     realizer, cue = cued()
-    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="cue_chunk", first_clause=True))
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
     player.start(cue, 0, cue_frame=0)
     late = asyncio.Event()
     late.set()
@@ -158,7 +158,7 @@ async def test_a_deadline_that_comes_while_the_mouth_waits_releases_it_and_one_n
     voice: Voice,
 ) -> None:
     realizer, cue = cued()
-    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="cue_chunk", first_clause=True))
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
     player.start(cue, 0, cue_frame=0)
     late = asyncio.Event()
     waiting = asyncio.ensure_future(player.envelope(0, late))
@@ -172,6 +172,22 @@ async def test_a_deadline_that_comes_while_the_mouth_waits_releases_it_and_one_n
     utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you."))
     assert envelope == pytest.approx(tuple(utterance.frame_envelope(SLOW.fps)[:12]))
     assert player.late_starts == 1
+
+
+async def test_only_on_time_lets_a_decision_past_its_deadline_go_without_the_voice(voice: Voice) -> None:
+    # The protocol promises the same frames for the same inputs: ``cue_chunk`` waits for the audio even
+    # past the deadline; ``on_time`` trades that for a chunk that is never late for its voice.
+    overdue = asyncio.Event()
+    overdue.set()
+    modes: tuple[tuple[VoiceStart, bool], ...] = (("cue_chunk", False), ("on_time", True))
+    for start, closed in modes:
+        realizer = Realizer(manifest=SLOW, voice="server")
+        realizer.submit(Block(behaviors=[Speech(text=TEXT)]))
+        player = SpeechPlayer(voice, realizer, config=SpeechConfig(start=start, first_clause=True))
+        decider = Decider(Minds(realizer, EventBus()), player, MediaClock.of(SLOW), lambda: 0)
+        decision = await decider.decide(0, 0, overdue)
+        assert (decision.out.condition.audio == (0.0,) * 12) == closed, start
+        assert player.late_starts == int(closed)
 
 
 def test_the_server_table_names_both_switches_and_starts_with_the_cue_chunk_by_default() -> None:
