@@ -253,7 +253,7 @@ debounce_s = 0.05
                 await side
                 metrics = client.received.of_type("metrics")[-1]
                 figures = await asyncio.to_thread(scrape, base)
-                late_voices = figures.get("onstage_session_voice_late_starts_total", {}).get(
+                overdue_voice = figures.get("onstage_session_voice_overdue_total", {}).get(
                     started["session_id"]
                 )
                 watcher.cancel()
@@ -276,7 +276,7 @@ debounce_s = 0.05
         ("minutes", f"{args.minutes:g}"),
         ("video frames received", f"{len(times)}"),
         ("chunks on time (server)", f"{100 * metrics['on_time']:.2f} %"),
-        ("voices started when ready, their first audio past the cue chunk's deadline", f"{late_voices}"),
+        ("chunks decided without their voice's audio, past their deadline (`on_time`)", f"{overdue_voice}"),
         (f"1 s windows with >= {full:g} fps", f"{100 * full_share:.2f} %"),
         (f"1 s windows short of {full:g} fps / of them within 2 s after a story rewind", f"{short} / {near}"),
         ("the same, by the server's send times (`sent_ms`)", f"{100 * sent_share:.2f} %"),

@@ -177,9 +177,9 @@ class _ServerCollector(Collector):
             ),
             (
                 "counter",
-                "onstage_session_voice_late_starts",
-                "Voices whose first audio missed their cue chunk's deadline: they started when ready.",
-                lambda s: s.conductor.player.late_starts,
+                "onstage_session_voice_overdue",
+                "Chunks decided without their voice's audio, not ready by their deadline (voice_start on_time).",
+                lambda s: s.conductor.player.overdue,
             ),
             (
                 "counter",

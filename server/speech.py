@@ -4,8 +4,8 @@ The realizer decides when speech starts (a ``SpeechCue`` in a chunk's output). A
 frame on the realizer's manifest's clock: rate/fps samples a frame. The player synthesises it
 sentence by sentence in the background (Piper runs about 20x faster than real time, so it stays ahead of
 playback), and the mouth of every chunk follows the voice's real loudness envelope. A chunk's decision
-waits for the audio of its frames (with ``on_time``, for the first audio only until waiting longer would
-make the chunk late: ``envelope``), so the part it will wait for next (the first sentence, or any part
+waits for the audio of its frames (with ``on_time``, only until waiting longer would make the chunk late:
+``envelope``), so the part it will wait for next (the first sentence, or any part
 when less than ``URGENT_AHEAD_S`` of audio is ready beyond the frames decided) is synthesised at the
 video's priority; the rest below it (``Voice.synthesize_async``).
 It reports to the realizer what the voice really did: the envelope, the length, the end, and on an
@@ -19,8 +19,9 @@ Piper's time grows with the text; ``start`` says where cued speech begins (see `
 ``cue_chunk`` with the chunk that cued it or ``next_chunk`` a chunk after it, the mouth waiting for the
 audio either way (the same inputs give the same frames), ``when_ready`` from the first frame not yet
 sent once its audio is there (where it starts, and so the frames, then depend on how fast Piper ran), or
-``on_time`` as ``cue_chunk`` while the first audio is ready in time for the chunk, else as ``when_ready``
-(no chunk waits past its deadline for the voice; the frames depend on Piper's speed only when it is late).
+``on_time`` as ``cue_chunk`` while the audio is ready in time for each chunk; else the voice starts when
+ready or pauses until it is (no chunk waits past its deadline for the voice; the frames depend on
+Piper's speed only when it is late).
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ class SpeechPlayer:
         self.per_frame = self.clock.samples_per_frame(voice.rate)
         self._now: _Speaking | None = None
         self._decided = 0  # the first global frame whose chunk's mouth is not decided yet
-        self.late_starts = 0
-        """Voices whose first audio was not ready by their cue chunk's deadline (``envelope``)."""
+        self.overdue = 0
+        """Chunks decided without their voice's audio, not ready by their deadline (``envelope``)."""
 
     @property
     def speaking(self) -> bool:
@@ -163,11 +164,8 @@ class SpeechPlayer:
         rest = cue.text[len(now.cue.text) :] if cue.text.startswith(now.cue.text) else ""
         now.cue, now.open = cue, False
         now.sentences_left += self.voice.sentences(rest)
-        if now.done and now.utterance is not None:
-            gap = (frame - now.start_frame) * self.per_frame - now.utterance.samples.size
-            if gap > 0:
-                silence = Utterance("", np.zeros(gap, dtype=np.float32), self.voice.rate, ())
-                now.utterance = now.utterance.then(silence)
+        if now.done:
+            self._pause(now, (frame - now.start_frame) * self.per_frame)
         if now.done and now.sentences_left:
             now.done = False
             now.task = asyncio.create_task(self._synthesize(now))
@@ -235,10 +233,11 @@ class SpeechPlayer:
         """The mouth envelope of ``chunk``'s frames while a voice is cued or sounding, else None.
 
         Frames before the voice starts are closed (0). For frames it covers, this waits until synthesis
-        has reached them, so the envelope never depends on how fast synthesis was; but not for the first
-        audio past ``late`` (set when waiting longer would make the chunk late): then the chunk's mouth
-        is closed and the voice starts with the first frame sent after its audio is ready, as with
-        ``when_ready``. The chunk keeps its time; the frames then depend on Piper's speed.
+        has reached them, so the envelope never depends on how fast synthesis was; but not past ``late``
+        (set when waiting longer would make the chunk late). Then a voice with no audio yet starts with
+        the first frame sent after its audio is ready, as with ``when_ready``, and one that ran out of
+        audio pauses (silence, the mouth closed) until the end of the chunk and goes on after it: no
+        word is lost, the chunk keeps its time, and the frames depend on Piper's speed.
         """
         self._decided = max(self._decided, self.clock.first_frame(chunk + 1))
         now = self._now
@@ -252,18 +251,28 @@ class SpeechPlayer:
         while (
             self._now is now and not now.done and (now.utterance is None or now.utterance.samples.size < need)
         ):
-            if now.utterance is None and late is not None and late.is_set():
-                now.waits = False
-                self.late_starts += 1
-                return (0.0,) * n
+            if late is not None and late.is_set():
+                self.overdue += 1
+                if now.utterance is None:
+                    now.waits = False
+                    return (0.0,) * n
+                self._pause(now, need)
+                break
             now.progress.clear()
-            await _first_of(now.progress, late if now.utterance is None else None)
+            await _first_of(now.progress, late)
         if self._now is not now:
             return None
         if now.utterance is None:
             return (0.0,) * n
         env = now.utterance.frame_envelope(self.clock.fps)
         return tuple(float(env[f]) if 0 <= f < env.size else 0.0 for f in range(first, first + n))
+
+    def _pause(self, now: _Speaking, samples: int) -> None:
+        """Silence after the audio there is (if any), up to ``samples``: what follows comes after it."""
+        if now.utterance is None or (gap := samples - now.utterance.samples.size) <= 0:
+            return
+        silence = Utterance("", np.zeros(gap, dtype=np.float32), self.voice.rate, ())
+        now.utterance = now.utterance.then(silence)
 
     def sounding(self, chunk: int) -> bool:
         """Whether the voice sounds during any frame of ``chunk``."""

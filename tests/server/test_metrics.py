@@ -43,8 +43,8 @@ async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms
     ]
     assert chunks >= sent >= 1  # every chunk this session sent (and any other's) was observed
     # The default voice start waits for the voice: none of this session's voices started late.
-    late_voices = ("onstage_session_voice_late_starts_total", (("session", session),))
-    assert after["onstage_session_voice_late_starts"][late_voices] == 0
+    overdue_voice = ("onstage_session_voice_overdue_total", (("session", session),))
+    assert after["onstage_session_voice_overdue"][overdue_voice] == 0
     assert 0 <= count("onstage_chunks_on_time", "onstage_chunks_on_time_total") <= chunks
     # The buckets are cumulative and end in +Inf at the count.
     buckets = sorted(

@@ -145,7 +145,7 @@ async def test_a_first_audio_not_ready_by_the_chunks_deadline_closes_its_mouth_a
     late = asyncio.Event()
     late.set()
     assert await asyncio.wait_for(player.envelope(0, late), 0.001) == (0.0,) * 12
-    assert player.late_starts == 1
+    assert player.overdue == 1
     early = [player.slice(f) for f in range(3)]  # three frames go out before the audio is ready
     assert not np.concatenate(early).any()
     await ready(player, 0)
@@ -171,7 +171,30 @@ async def test_a_deadline_that_comes_while_the_mouth_waits_releases_it_and_one_n
     envelope = await player.envelope(20, asyncio.Event())
     utterance = voice.synthesize("Hello there,").then(voice.synthesize("nice to see you."))
     assert envelope == pytest.approx(tuple(utterance.frame_envelope(SLOW.fps)[:12]))
-    assert player.late_starts == 1
+    assert player.overdue == 1
+
+
+async def test_a_voice_out_of_audio_past_the_deadline_pauses_to_the_chunks_end_and_goes_on_whole(
+    voice: Voice,
+) -> None:
+    parts = [voice.synthesize(t) for t in ("Hello there,", "nice to see you.", "Ask me anything.")]
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
+    per_frame = player.per_frame
+    assert 12 * per_frame <= parts[0].samples.size < 24 * per_frame  # the clause ends inside chunk 1
+    player.start(cue, 0, cue_frame=0)
+    await player.envelope(0)  # the first clause is there; the rest is being synthesised
+    late = asyncio.Event()
+    late.set()
+    # Nothing yields in between: the rest of the sentence cannot have come yet.
+    envelope = await player.envelope(1, late)
+    assert envelope is not None and player.overdue == 1
+    spoken = -(-parts[0].samples.size // per_frame) - 12  # chunk 1's frames with some of the clause
+    assert not any(envelope[spoken:])  # the pause: the mouth closed to the end of the chunk
+    audio = await sent(player, range(12 * 10))
+    pause = np.zeros(24 * per_frame - parts[0].samples.size, dtype=np.float32)
+    expected = np.concatenate([parts[0].samples, pause, parts[1].samples, parts[2].samples])
+    assert np.array_equal(audio[: expected.size], expected)  # every word, after the pause
 
 
 async def test_only_on_time_lets_a_decision_past_its_deadline_go_without_the_voice(voice: Voice) -> None:
@@ -187,7 +210,7 @@ async def test_only_on_time_lets_a_decision_past_its_deadline_go_without_the_voi
         decider = Decider(Minds(realizer, EventBus()), player, MediaClock.of(SLOW), lambda: 0)
         decision = await decider.decide(0, 0, overdue)
         assert (decision.out.condition.audio == (0.0,) * 12) == closed, start
-        assert player.late_starts == int(closed)
+        assert player.overdue == int(closed)
 
 
 def test_the_server_table_names_both_switches_and_starts_with_the_cue_chunk_by_default() -> None:
