@@ -36,6 +36,14 @@ def cued(text: str = TEXT) -> tuple[Realizer, SpeechCue]:
     return realizer, cue
 
 
+def on_time_from_frame_0(voice: Voice) -> tuple[SpeechPlayer, SpeechCue]:
+    """A player with ``voice_start = "on_time"`` whose voice, cued in chunk 0, starts there."""
+    realizer, cue = cued()
+    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
+    player.start(cue, 0, cue_frame=0)
+    return player, cue
+
+
 async def ready(player: SpeechPlayer, chunk: int) -> None:
     """Until the voice's first audio is synthesised (it then sounds in ``chunk``)."""
     async with asyncio.timeout(10):
@@ -139,9 +147,7 @@ async def test_a_first_audio_not_ready_by_the_chunks_deadline_closes_its_mouth_a
 ) -> None:
     # Waiting longer would make the cue chunk late: it goes out at once with its mouth closed, and the
     # voice starts with the first frame sent after its audio is ready (as ``when_ready`` does).
-    realizer, cue = cued()
-    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
-    player.start(cue, 0, cue_frame=0)
+    player, _ = on_time_from_frame_0(voice)
     late = asyncio.Event()
     late.set()
     assert await asyncio.wait_for(player.envelope(0, late), 0.001) == (0.0,) * 12
@@ -157,9 +163,7 @@ async def test_a_first_audio_not_ready_by_the_chunks_deadline_closes_its_mouth_a
 async def test_a_deadline_that_comes_while_the_mouth_waits_releases_it_and_one_not_reached_changes_nothing(
     voice: Voice,
 ) -> None:
-    realizer, cue = cued()
-    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
-    player.start(cue, 0, cue_frame=0)
+    player, cue = on_time_from_frame_0(voice)
     late = asyncio.Event()
     waiting = asyncio.ensure_future(player.envelope(0, late))
     await asyncio.sleep(0)  # the mouth waits for the first audio
@@ -178,11 +182,9 @@ async def test_a_voice_out_of_audio_past_the_deadline_pauses_to_the_chunks_end_a
     voice: Voice,
 ) -> None:
     parts = [voice.synthesize(t) for t in ("Hello there,", "nice to see you.", "Ask me anything.")]
-    realizer, cue = cued()
-    player = SpeechPlayer(voice, realizer, config=SpeechConfig(start="on_time", first_clause=True))
+    player, _ = on_time_from_frame_0(voice)
     per_frame = player.per_frame
     assert 12 * per_frame <= parts[0].samples.size < 24 * per_frame  # the clause ends inside chunk 1
-    player.start(cue, 0, cue_frame=0)
     await player.envelope(0)  # the first clause is there; the rest is being synthesised
     late = asyncio.Event()
     late.set()
