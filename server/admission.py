@@ -8,8 +8,8 @@ warm-up costs give for its sessions, when that is higher: a session that just st
 load yet), plus what the costs say the newcomer adds, batching counted (``GeneratorLoad``). Sessions
 still being built count as newcomers too, so a storm of starts cannot overfill. Sessions waiting for
 their client are paused and count for nothing until it comes back, when they are admitted again. A
-refusal names the figures. An idle server always takes its first session. Generators elsewhere (a Ray cluster's slots)
-refuse for themselves when every slot is taken.
+refusal names the figures. An idle server always takes its first session. Generators elsewhere (a Ray
+cluster's slots) refuse for themselves when every slot is taken.
 """
 
 from __future__ import annotations

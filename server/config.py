@@ -57,8 +57,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Where the character's speech starts (``server.speech``): ``cue_chunk``, with the chunk that cued
     it, or ``next_chunk``, a chunk after it, the same frames for the same seed and inputs either way;
     ``when_ready``, from the first frame not yet sent once its first audio is synthesised (where scripted
-    speech starts, and so the frames, then depend on Piper's speed); ``on_time``, as ``cue_chunk`` unless
-    the first audio is not ready in time for the chunk, then as ``when_ready`` (no chunk late for it)."""
+    speech starts, and so the frames, then depend on Piper's speed); ``on_time``, as ``cue_chunk`` while
+    the audio is ready in time for each chunk, else the voice starts when ready or pauses until it is (no
+    chunk late for it)."""
     voice_first_clause: bool = True
     """Synthesise a reply's first clause (up to its first comma) on its own, so its first audio is ready
     sooner (Piper's time grows with the text). The same text is split the same way every time."""

@@ -98,9 +98,10 @@ class Decider:
         ready, and chunks decided before that keep the mouth closed: where speech starts (and the frames
         after) then depends on Piper's speed. The rest of open speech (``speech_extend``) whose voice ran
         out waits for chunk m+1 in every mode: a decision never waits for text that has just arrived.
-        With ``"on_time"``, as ``cue_chunk`` but the decision does not wait for the first audio past
-        ``late``: the chunk's mouth is closed and the voice starts when ready (the frames then depend on
-        Piper's speed, so the protocol's determinism holds only while it keeps up).
+        With ``"on_time"``, as ``cue_chunk`` but the decision does not wait for the voice's audio past
+        ``late``: the chunk's mouth is closed and the voice starts, or goes on after a pause, when ready
+        (``SpeechPlayer.envelope``; the frames then depend on Piper's speed, so the protocol's determinism
+        holds only while it keeps up).
         """
         for speech_id in out.speech_stop:
             self.player.interrupt(self._last_frame() + 1, speech_id)
