@@ -32,6 +32,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -47,11 +48,18 @@ from served import rss_mib, served, session_url
 
 from server.client import SessionClient
 from tests.support.llm_server import LLMServer
+from tests.support.observe import Families, families, observations
 
 WINDOW_SLACK_FRAMES = 0.5
 """A 1 s window counts as full at the session's fps less this (23.5 fps at 24)."""
 GESTURES = ["wave", "thumbs_up", "point", "raise_hand", "nod"]
 LINES = ["Where does this path go?", "Can you wave at me?", "Open the gate!", "What was that noise?"]
+
+
+def metric_families(base: str) -> Families:
+    """The server's ``/metrics`` with every label (blocking: call in a thread)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+        return families(response.read().decode())
 
 
 def windows(times: list[float], fps: float, full: float, rewinds: list[float]) -> tuple[float, int, int]:
@@ -242,6 +250,7 @@ debounce_s = 0.05
                         client, mic, audio, 60.0 if args.minutes >= 5 else 20.0, args.seed + 1, 30.0, rewinds
                     )
                     rss_start = rss_mib(base)
+                    lag_before = await asyncio.to_thread(metric_families, base)
                     sampler = asyncio.create_task(rss_samples(base, 30.0))
                     ids = await drive(
                         client, mic, audio, 60.0 * args.minutes, args.seed, args.rewind_s, rewinds
@@ -253,6 +262,11 @@ debounce_s = 0.05
                 await side
                 metrics = client.received.of_type("metrics")[-1]
                 figures = await asyncio.to_thread(scrape, base)
+                lag = observations(
+                    lag_before,
+                    await asyncio.to_thread(metric_families, base),
+                    "onstage_event_loop_lag_seconds",
+                )
                 overdue_voice = figures.get("onstage_session_voice_overdue_total", {}).get(
                     started["session_id"]
                 )
@@ -277,6 +291,11 @@ debounce_s = 0.05
         ("video frames received", f"{len(times)}"),
         ("chunks on time (server)", f"{100 * metrics['on_time']:.2f} %"),
         ("chunks decided without their voice's audio, past their deadline (`on_time`)", f"{overdue_voice}"),
+        (
+            "the server's event loop: timers run over 20 / 50 / 100 ms late, of timers due every 50 ms",
+            " / ".join(f"{lag['count'] - lag[le]:.0f}" for le in ("0.02", "0.05", "0.1"))
+            + f" of {lag['count']:.0f}",
+        ),
         (f"1 s windows with >= {full:g} fps", f"{100 * full_share:.2f} %"),
         (f"1 s windows short of {full:g} fps / of them within 2 s after a story rewind", f"{short} / {near}"),
         ("the same, by the server's send times (`sent_ms`)", f"{100 * sent_share:.2f} %"),

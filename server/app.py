@@ -49,6 +49,7 @@ from server.client_voice import CharacterVoice
 from server.connection import Connection
 from server.core.conductor import Conductor
 from server.limits import Limits, TokenBucket
+from server.loop_watch import LoopLag
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServerMetrics
 from server.otel import TurnTelemetry
@@ -118,6 +119,7 @@ class OnstageServer:
         self.sessions: dict[str, LiveSession] = {}
         self.stats = Stats()
         self.metrics = ServerMetrics(self)
+        self._loop_lag = LoopLag(self.metrics.loop_lag)
         self.telemetry = telemetry
         self._server: Server | None = None
         self._gate: HostGate | None = None
@@ -142,6 +144,7 @@ class OnstageServer:
         )
         self._gate = HostGate(self.access, host, server.sockets[0].getsockname()[1])
         self._server = server
+        self._loop_lag.start()
         if self.rtc_settings.enabled and importlib.util.find_spec("aiortc") is not None:
             from server.webrtc.endpoint import RtcEndpoint
 
@@ -154,6 +157,7 @@ class OnstageServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
+        await self._loop_lag.stop()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

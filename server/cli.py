@@ -139,6 +139,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     from events.hearing import Hearing
     from events.transcriber import TranscriberConfig, WhisperConfig
     from server.app import OnstageServer
+    from server.loop_watch import StallReporter
     from server.otel import TurnTelemetry
     from server.sessions import SessionDefaults, SessionFactory, server_turn
     from streaming_model.backends import open_backend
@@ -179,6 +180,11 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         factory, config.limits, config.token_secret, config.access, telemetry=telemetry, rtc=config.rtc
     )
     await server.start(config.host, config.port)
+    stalls = (
+        StallReporter.start_on(config.loop_stall_report_ms / 1000)
+        if config.loop_stall_report_ms > 0
+        else None
+    )
     print(
         f"onstage: serving on http://{config.host}:{server.port}/ - open that page in a browser",
         file=sys.stderr,
@@ -189,6 +195,8 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("onstage: stopping", file=sys.stderr)
+    if stalls is not None:
+        stalls.stop()
     await server.close()
     await factory.workers.close()
     if telemetry is not None:

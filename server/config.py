@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -63,6 +64,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     voice_first_clause: bool = True
     """Synthesise a reply's first clause (up to its first comma) on its own, so its first audio is ready
     sooner (Piper's time grows with the text). The same text is split the same way every time."""
+
+    loop_stall_report_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
+    """Log where the event loop's thread was whenever the loop is held this long (``server.loop_watch``):
+    a diagnosis for late chunks; 0, off. ``onstage_event_loop_lag_seconds`` measures the lag always."""
 
     def speech(self) -> SpeechConfig:
         """The voice's switches as the session factory takes them."""

@@ -31,6 +31,8 @@ OFFSET_BUCKETS = (-0.3, -0.2, -0.1, -0.06, -0.02, 0.02, 0.06, 0.1, 0.2, 0.3)
 """Seconds, + = mouth late: (-0.02, 0.02] is in step; a frame is 42 ms at 24 fps, 63 ms at 16."""
 VOICE_TO_VOICE_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 20.0)
 """Seconds: around a spoken turn's answer (under a second is a good voice agent, several an LLM's reply)."""
+LOOP_LAG_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.08, 0.1, 0.2, 0.5, 1.0)
+"""Seconds: a few ms is a healthy loop; past a chunk's decision margin (tens of ms) chunks go out late."""
 
 
 class ServerMetrics:
@@ -71,6 +73,13 @@ class ServerMetrics:
             buckets=VOICE_TO_VOICE_BUCKETS,
             registry=self.registry,
         )
+        self.loop_lags = Histogram(
+            "onstage_event_loop_lag_seconds",
+            "How late the server's event loop ran a timer due every 50 ms (whatever holds the loop delays "
+            "every session's decisions and sends).",
+            buckets=LOOP_LAG_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_ServerCollector(server))
 
     def reaction(self, kind: str, seconds: float) -> None:
@@ -86,6 +95,9 @@ class ServerMetrics:
 
     def lip_sync(self, offset_s: float) -> None:
         self.offsets.observe(offset_s)
+
+    def loop_lag(self, seconds: float) -> None:
+        self.loop_lags.observe(seconds)
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""

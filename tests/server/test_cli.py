@@ -152,3 +152,17 @@ def test_serve_takes_how_sessions_share_the_generator_and_names_a_bad_setting(tm
         toml.write_text(bad)
         assert main(["serve", "--config", str(toml)]) == 2
         assert says in capsys.readouterr().err
+
+
+def test_serve_reports_loop_stalls_only_when_asked_and_refuses_a_negative_threshold(tmp_path, capsys) -> None:
+    from server.cli import build_parser, serve_config
+
+    assert serve_config(build_parser().parse_args(["serve"])).loop_stall_report_ms == 0.0  # off
+    toml = tmp_path / "onstage.toml"
+    toml.write_text("[server]\nloop_stall_report_ms = 100\n")
+    assert (
+        serve_config(build_parser().parse_args(["serve", "--config", str(toml)])).loop_stall_report_ms == 100
+    )
+    toml.write_text("[server]\nloop_stall_report_ms = -5\n")
+    assert main(["serve", "--config", str(toml)]) == 2
+    assert "loop_stall_report_ms" in capsys.readouterr().err

@@ -46,6 +46,8 @@ async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms
     overdue_voice = ("onstage_session_voice_overdue_total", (("session", session),))
     assert after["onstage_session_voice_overdue"][overdue_voice] == 0
     assert 0 <= count("onstage_chunks_on_time", "onstage_chunks_on_time_total") <= chunks
+    # The loop's lag is measured all along (a timer every 50 ms; the session lasted longer than that).
+    assert count("onstage_event_loop_lag_seconds", "onstage_event_loop_lag_seconds_count") >= 1
     # The buckets are cumulative and end in +Inf at the count.
     buckets = sorted(
         (float(dict(labels)["le"]), value)
