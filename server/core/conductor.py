@@ -542,6 +542,7 @@ class Conductor:
         assert jpegs is not None
         schedule.chunk_times.append(schedule.now() - started - committing)
         chunk.jpegs, chunk.ready_at = jpegs, schedule.now()
+        schedule.made_times.append(chunk.ready_at - chunk.decided_at)
         chunk.reflects = ordered(reflects)
         if late is not None:
             chunk, _ = await self._replace(chunk, late)

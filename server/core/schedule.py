@@ -29,6 +29,10 @@ FINISH_SLACK_S = 0.01
 """A replacement still denoising when only the time to finish a chunk (decode, encode: its p95 over recent
 chunks) plus this is left before the send is abandoned, and the chunk already generated is sent."""
 
+MAKING_QUANTILE = 95
+"""A decision that waits to its deadline leaves the time that this share (%) of recent chunks took from
+decision to ready: the rarest slow chunks (a neighbour's warm-up) would make the deadline useless."""
+
 HANDOFF_S = 0.002
 """A generated chunk goes to the sender this long before its first frame is due."""
 
@@ -115,6 +119,10 @@ class ChunkSchedule:
         self.chunk_times: deque[float] = deque(maxlen=200)
         """Seconds each recent chunk took to generate, decode and encode: what a regeneration takes (not
         the commit of the chunk before it, which a produce does first and a regeneration does not)."""
+        self.made_times: deque[float] = deque(maxlen=200)
+        """Seconds from each recent chunk's decision to its frames being ready: the commit of the chunk
+        before, generating (with any redirects), decode and encode: what a decision must leave before the
+        send."""
         self._finish_times = finish_times  # the model worker's: decode and encode of recent chunks
         self._t0 = 0.0
         self._left_at: float | None = None
@@ -175,15 +183,22 @@ class ChunkSchedule:
         finish = self._finish_times
         return float(np.percentile(list(finish), 95)) if finish else self.media.chunk_s / 4
 
+    def making_s(self) -> float:
+        """Seconds from a decision to its chunk being ready in 95 % of recent chunks."""
+        made = self.made_times
+        return float(np.percentile(list(made), MAKING_QUANTILE)) if made else self.media.chunk_s / 2
+
     def time_to_redo(self, m: int) -> bool:
         """Whether a regeneration of media chunk ``m`` started now still fits before its send."""
         left = self.send_at(m) - self.clock.time()
         return self.redirect and left >= self.typical() * self.redirect_margin
 
     def decide_by(self, m: int) -> float:
-        """Until when a decision of media chunk ``m`` may wait (for the voice) and the chunk, generated
-        after it, still be ready for its send: a typical chunk's time, with the redirect margin, before."""
-        return self.send_at(m) - self.typical() * self.redirect_margin
+        """Until when a decision of media chunk ``m`` may wait (for the voice) and the chunk, made after
+        it, still be ready for its send: ``making_s`` before it. (A typical regeneration's time would not
+        do: a chunk's first making also commits the chunk before, and half of all chunks take longer than
+        the typical one; with it, on a loaded machine, most chunks that waited to it were late.)"""
+        return self.send_at(m) - self.making_s()
 
     @contextlib.contextmanager
     def deciding(self, m: int) -> Iterator[asyncio.Event]:

@@ -152,3 +152,14 @@ def test_the_lead_is_a_chunk_where_chunks_can_be_replaced_else_three_slow_chunks
     assert lead(100.0, 50.0, commit_ms=30.0) == pytest.approx(3 * 0.18 / 0.75)
     assert lead(10.0, 0.0) == 0.5  # a fast backend still leaves time to redirect
     assert lead(400.0, 100.0) == 1.0  # a slow one never generates more than a chunk ahead
+
+
+def test_a_decision_may_wait_until_what_95_percent_of_recent_chunks_took_from_decision_to_ready() -> None:
+    s = schedule(VirtualClock())
+    s.begin(0.0)
+    assert s.decide_by(2) == pytest.approx(s.send_at(2) - MEDIA.chunk_s / 2)  # nothing measured yet
+    s.chunk_times.extend([0.05] * 20)  # regenerations are quick: they do not set the deadline
+    s.made_times.extend([0.1] * 18 + [0.3, 0.6])  # a chunk's making, the commit before it included
+    assert 0.1 < s.making_s() < 0.6
+    assert s.decide_by(2) == pytest.approx(s.send_at(2) - s.making_s())
+    assert s.decide_by(2) < s.send_at(2) - s.typical() * s.redirect_margin
