@@ -185,6 +185,7 @@ class _Entry:
 
 
 TickListener = Callable[[int], None]
+SpeechListener = Callable[[str], None]
 
 RECENT_CAUSES = 1024
 """How many recent causes the realizer remembers having been given a block for (``caused``)."""
@@ -350,6 +351,7 @@ class Realizer:
         self._voices: dict[str, tuple[_Entry, _Voice]] = {}
         self._stops: list[str] = []
         self._listeners: list[TickListener] = []
+        self._speech_listeners: list[SpeechListener] = []
         self._last_k = -1
         self._position_before = 0.0
         self._reflected: set[str] = set()
@@ -375,6 +377,11 @@ class Realizer:
         """Stop calling ``listener`` (a story moving to a beat with another plan)."""
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+    def add_speech_listener(self, listener: SpeechListener) -> None:
+        """Call ``listener(text)`` with the first speech of every block accepted, as it is submitted: before
+        a chunk cues it (the server's voice starts synthesising it then)."""
+        self._speech_listeners.append(listener)
 
     # ----------------------------------------------------------------------------------- epochs
 
@@ -433,6 +440,10 @@ class Realizer:
             mine = block.channels()
             entry.after = {e.block.id for e in same if e.block.channels() & mine}
         self._entries.append(entry)
+        speech = next((b for b in block.behaviors if isinstance(b, Speech)), None)
+        if speech is not None:
+            for listener in self._speech_listeners:
+                listener(speech.text)
         return Submission(block.id, True, after=tuple(sorted(entry.after)))
 
     def open_speech(self, block: Block) -> Submission:

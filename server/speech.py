@@ -50,6 +50,11 @@ already decided: a chunk's mouth will soon wait for it. At the background priori
 150-390 ms on the loaded soak machine, and the decisions that waited for it made chunks late."""
 
 
+PREPARED_MAX = 4
+"""First parts synthesised ahead of their cue that are kept for it; an older one goes (a block outranked
+before it spoke)."""
+
+
 class SpeechConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How the server's voice starts: ``[server] voice_start`` and ``voice_first_clause``. These defaults
     are the plain path (whole sentences, from the chunk that cues them); ``onstage serve`` takes the
@@ -112,6 +117,23 @@ class SpeechPlayer:
         self._decided = 0  # the first global frame whose chunk's mouth is not decided yet
         self.overdue = 0
         """Chunks decided without their voice's audio, not ready by their deadline (``envelope``)."""
+        self._prepared: dict[str, asyncio.Task[Utterance]] = {}
+        realizer.add_speech_listener(self.prepare)
+
+    def prepare(self, text: str) -> None:
+        """Start synthesising the first part of speech ``text`` now, as it is submitted, rather than when a
+        chunk cues it (up to a chunk later, and that chunk's decision waits for it). The same part gives
+        the same audio whenever it is made, so the frames do not change; only the wait shortens."""
+        parts = speech_parts(self.voice.sentences(text), self.config.first_clause)
+        if not parts or parts[0] in self._prepared:
+            return
+        try:
+            job = asyncio.get_running_loop().create_task(self.voice.synthesize_async(parts[0], first=True))
+        except RuntimeError:  # submitted from outside the session's loop: synthesised when cued
+            return
+        self._prepared[parts[0]] = job
+        while len(self._prepared) > PREPARED_MAX:
+            self._prepared.pop(next(iter(self._prepared))).cancel()
 
     @property
     def speaking(self) -> bool:
@@ -176,7 +198,9 @@ class SpeechPlayer:
         try:
             while now.sentences_left and self._now is now:
                 urgent = now.urgent > 0 or self._ahead_s(now) < URGENT_AHEAD_S
-                part = await self.voice.synthesize_async(now.sentences_left.pop(0), first=urgent)
+                text = now.sentences_left.pop(0)
+                prepared = self._prepared.pop(text, None)
+                part = await (prepared or self.voice.synthesize_async(text, first=urgent))
                 now.urgent -= 1
                 if self._now is not now:
                     return
@@ -298,6 +322,9 @@ class SpeechPlayer:
         return heard
 
     async def close(self) -> None:
+        for job in self._prepared.values():
+            job.cancel()
+        self._prepared.clear()
         now = self._now
         self._now = None
         if now is not None and now.task is not None:

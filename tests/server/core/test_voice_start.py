@@ -17,7 +17,7 @@ from server.config import ServerConfig
 from server.core.decider import Decider
 from server.media import MediaClock
 from server.speech import SpeechConfig, SpeechPlayer, VoiceStart, speech_parts
-from server.voice import Voice
+from server.voice import Utterance, Voice
 from streaming_model.manifest import build_manifest
 
 SLOW = build_manifest(fps=16, frames_per_chunk=12, width=160, height=96)
@@ -255,3 +255,41 @@ async def test_the_rest_of_open_speech_whose_voice_ran_out_starts_a_chunk_after_
     later = np.concatenate(audio)
     assert not later[: SLOW.frames_per_chunk * player.per_frame].any()  # chunk 3 is silent
     assert np.array_equal(later[SLOW.frames_per_chunk * player.per_frame :][: rest.size], rest)
+
+
+class CountingVoice(Voice):
+    """The real voice, noting each text it is asked to synthesise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[str] = []
+
+    async def synthesize_async(self, text: str, first: bool = False) -> Utterance:
+        self.made.append(text)
+        return await super().synthesize_async(text, first)
+
+
+async def test_speech_is_synthesised_as_it_is_submitted_and_its_cue_plays_that_same_audio(
+    voice: Voice,
+) -> None:
+    counting = CountingVoice()
+    realizer = Realizer(manifest=SLOW, voice="server")
+    player = SpeechPlayer(counting, realizer, config=SpeechConfig(first_clause=True))
+    realizer.submit(Block(behaviors=[Speech(text=TEXT)]))
+    await asyncio.sleep(0)
+    assert counting.made == ["Hello there,"]  # before any chunk cued it
+    (cue,) = realizer.tick(0).speech_start
+    player.start(cue, 0)
+    early = await player.envelope(0)
+    # The cue took the part made ahead: every part was made once.
+    async with asyncio.timeout(10):
+        while len(counting.made) < 3:  # noqa: ASYNC110 (the player publishes no event for this)
+            await asyncio.sleep(0.005)
+    assert counting.made == speech_parts(Voice.sentences(TEXT), first_clause=True)
+    # The same mouth as a voice synthesised only when cued: the frames do not change.
+    late_realizer, late_cue = cued()
+    late_player = SpeechPlayer(voice, late_realizer, config=SpeechConfig(first_clause=True))
+    late_player.start(late_cue, 0)
+    assert early is not None and early == await late_player.envelope(0)
+    await player.close()
+    await late_player.close()
