@@ -53,7 +53,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agent.acknowledge import Acknowledgement
 from agent.director_config import DirectorConfig
-from agent.llm import AssistantTurn, ToolCall, complete, describe_failure
+from agent.llm import AssistantTurn, ToolCall, chat_client, complete, describe_failure
 from agent.plans import Block, Speech
 from agent.progress import (
     BlockDropped,
@@ -199,13 +199,7 @@ class Director:
         self.stats = DirectorStats()
         self.errors: list[DirectorError] = []
         self._owns_client = client is None
-        self.client = client or openai.AsyncOpenAI(
-            base_url=config.base_url,
-            # Local servers (vLLM, Ollama, llama.cpp) take any key, but the client insists on one.
-            api_key=config.api_key or "not-needed",
-            max_retries=0,
-            timeout=config.timeout_s,
-        )
+        self.client = client or chat_client(config)
         # Our own saver keeps only the latest checkpoint (``_compact``); a caller's keeps what it keeps.
         self._own_saver = InMemorySaver() if checkpointer is None else None
         self._graph = self._build_graph().compile(checkpointer=checkpointer or self._own_saver)

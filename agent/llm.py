@@ -21,6 +21,8 @@ import msgspec
 import openai
 from openai.types.chat import ChatCompletionChunk
 
+from agent.director_config import DirectorConfig
+
 _ids = itertools.count(1)
 
 StreamWatcher = Callable[[str, str | None, str], bool]
@@ -52,6 +54,18 @@ class ReplyBrokeOff(Exception):
 
     def __init__(self) -> None:
         super().__init__("the LLM's reply broke off")
+
+
+def chat_client(config: DirectorConfig) -> openai.AsyncOpenAI:
+    """A client of ``config``'s endpoint. One serves any number of Directors (a server shares one: making
+    it builds an SSL context, tens of milliseconds on the event loop, and each has its connection pool)."""
+    return openai.AsyncOpenAI(
+        base_url=config.base_url,
+        # Local servers (vLLM, Ollama, llama.cpp) take any key, but the client insists on one.
+        api_key=config.api_key or "not-needed",
+        max_retries=0,
+        timeout=config.timeout_s,
+    )
 
 
 def describe_failure(exc: BaseException, timeout_s: float) -> str:

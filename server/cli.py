@@ -198,6 +198,7 @@ async def _serve_until_stopped(config, config_path: Path | None) -> int:
     if stalls is not None:
         stalls.stop()
     await server.close()
+    await factory.close()
     await factory.workers.close()
     if telemetry is not None:
         telemetry.shutdown()  # exports the spans still batched

@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+import openai
 
 from agent.director_config import ConfigError, DirectorConfig, Mind, choose_mind, load_config
+from agent.llm import chat_client
 from agent.minds import Minds
 from agent.reflex import ReflexConfig
 from agent.script import Script, ScriptError, load_script, script_from_builtins
@@ -107,6 +109,7 @@ class SessionFactory:
         """The clock sessions run on (None: the event loop's); tests run sessions in virtual time."""
         self._store: CheckpointStore | None = None
         self._session_records: SessionRecords | None = None
+        self._chat: tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI] | None = None
         # Loaded up front: a model loading mid-session would stall that session's first reply.
         self.voice.load()
         self.hearing.load()
@@ -265,6 +268,20 @@ class SessionFactory:
             await worker.close()  # a slot reserved for a session that never came is freed at once
             raise
 
+    def _chat_client(self) -> openai.AsyncOpenAI:
+        """The chat-completions client every session's Director on this event loop shares
+        (``agent.llm.chat_client``): its connections belong to the loop they were opened on."""
+        loop = asyncio.get_running_loop()
+        if self._chat is None or self._chat[0] is not loop:
+            self._chat = (loop, chat_client(self.director))
+        return self._chat[1]
+
+    async def close(self) -> None:
+        """Close what the sessions shared (the Directors' HTTP client); the workers close on their own."""
+        if self._chat is not None:
+            await self._chat[1].close()
+            self._chat = None
+
     def _wire(
         self, session_id: str, script: Script | None, mind: Mind, worker: GeneratorWorker
     ) -> tuple[Conductor, ToolBox]:
@@ -282,6 +299,7 @@ class SessionFactory:
             reflexes=ReflexConfig(),
             fallbacks=self.workers.manifest.fallbacks,
             voice="server",
+            client=self._chat_client() if mind == "llm" else None,
         )
         ears = EarsService(Ears(stamper, self.ears, self.hearing.listeners(stamper)), bus)
         conductor = Conductor(
