@@ -31,10 +31,12 @@ async def served(
     config_toml: str = "",
     env: Mapping[str, str] | None = None,
     stdout: Callable[[str], None] | None = None,
+    stderr: Callable[[str], None] | None = None,
 ) -> AsyncIterator[str]:
     """Start ``onstage serve`` with ``config_toml`` (its ``[server]`` and ``[director]`` tables) on a free
     port, with ``env`` added to its environment; yield its base URL (``http://127.0.0.1:PORT``); stop it
-    at the end. ``stdout`` is given each line the server prints there (a console span exporter's)."""
+    at the end. ``stdout`` is given each line the server prints there (a console span exporter's);
+    ``stderr`` each line it logs, as it comes (they are also forwarded to this process's stderr)."""
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "onstage.toml"
         config.write_text(config_toml)
@@ -60,7 +62,7 @@ async def served(
             lines = asyncio.create_task(_lines(proc.stdout, stdout))
         try:
             base = await asyncio.wait_for(_ready(proc.stderr), START_TIMEOUT_S)
-            drain = asyncio.create_task(_forward_warnings(proc.stderr))
+            drain = asyncio.create_task(_forward_warnings(proc.stderr, stderr))
             SERVER_PIDS[base] = proc.pid
             yield base
         finally:
@@ -91,10 +93,12 @@ async def _ready(stream: asyncio.StreamReader) -> str:
     raise RuntimeError("the server exited before it was serving (its output is above)")
 
 
-async def _forward_warnings(stream: asyncio.StreamReader) -> None:
+async def _forward_warnings(stream: asyncio.StreamReader, take: Callable[[str], None] | None) -> None:
     # Read on so that the server never blocks on a full pipe; what it says goes to our stderr.
     while line := (await stream.readline()).decode(errors="replace"):
         sys.stderr.write(f"server: {line}")
+        if take is not None:
+            take(line)
 
 
 def rss_mib(base: str) -> float:

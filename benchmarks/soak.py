@@ -52,6 +52,8 @@ from tests.support.observe import Families, families, observations
 
 WINDOW_SLACK_FRAMES = 0.5
 """A 1 s window counts as full at the session's fps less this (23.5 fps at 24)."""
+NEAR_S = 1.5
+"""Late chunks this close to a bystander's start or end are counted apart (a neighbour's warm-up or teardown)."""
 GESTURES = ["wave", "thumbs_up", "point", "raise_hand", "nod"]
 LINES = ["Where does this path go?", "Can you wave at me?", "Open the gate!", "What was that noise?"]
 
@@ -74,8 +76,9 @@ def windows(times: list[float], fps: float, full: float, rewinds: list[float]) -
     return (float(np.mean(counts >= full)) if counts.size else 0.0), short.size, near
 
 
-async def bystander(url: str, stop: asyncio.Event, stats: Counter[str]) -> None:
-    """Open a session, stream 5 s, close, wait 5 s, again until ``stop``."""
+async def bystander(url: str, stop: asyncio.Event, stats: Counter[str], marks: list[float]) -> None:
+    """Open a session, stream 5 s, close, wait 5 s, again until ``stop``; ``marks`` gets the time each
+    started and each ended."""
     while not stop.is_set():
         async with SessionClient(url) as client:
             try:
@@ -83,8 +86,10 @@ async def bystander(url: str, stop: asyncio.Event, stats: Counter[str]) -> None:
             except RuntimeError:  # refused (the server at capacity): counted, tried again later
                 stats["bystander refused"] += 1
             else:
+                marks.append(time.monotonic())
                 await asyncio.sleep(5.0)
                 stats["bystander sessions"] += 1
+        marks.append(time.monotonic())
         with_timeout = asyncio.ensure_future(stop.wait())
         await asyncio.wait({with_timeout}, timeout=5.0)
         with_timeout.cancel()
@@ -168,6 +173,30 @@ def gaps_in_stalls(
     return len(gaps), in_stalls, sum(sent[n + 1] - sent[n] > GAP_S for n in gaps)
 
 
+def near_marks(
+    late: list[float], marks: list[float], within_s: float, span_s: float
+) -> tuple[int, int, float]:
+    """Of the times ``late`` (late chunks), how many fell within ``within_s`` of a mark (a bystander
+    starting or ending) and how many elsewhere, and the share of a run of ``span_s`` that near a mark."""
+    edges = np.asarray(marks)
+    near = sum(bool(edges.size) and float(np.min(np.abs(edges - t))) <= within_s for t in late)
+    gaps = np.diff(edges) if edges.size > 1 else np.zeros(0)
+    covered = 2 * within_s + float(np.minimum(gaps, 2 * within_s).sum()) if marks else 0.0
+    return near, len(late) - near, min(1.0, covered / span_s) if span_s else 0.0
+
+
+class LateLog:
+    """When the server logged each of a session's late chunks (its warning, timed on this clock)."""
+
+    def __init__(self) -> None:
+        self.session = ""
+        self.times: list[float] = []
+
+    def take(self, line: str) -> None:
+        if self.session and f"session {self.session}: chunk" in line and " late;" in line:
+            self.times.append(time.monotonic())
+
+
 def on_client_clock(times: list[float], sent: list[float]) -> list[float]:
     """The server's send times moved onto the client's clock by their median offset (so that the rewinds,
     stamped here, fall where they did among them)."""
@@ -235,13 +264,19 @@ model = "soak"
 debounce_s = 0.05
 """
             stats: Counter[str] = Counter()
-            async with served(config) as base, SessionClient(session_url(base)) as client:
+            marks: list[float] = []
+            late_log = LateLog()
+            async with (
+                served(config, stderr=late_log.take) as base,
+                SessionClient(session_url(base)) as client,
+            ):
                 # Piper makes the microphone's speech: in a thread, not on the loop that stamps frames.
                 audio = await asyncio.to_thread(sounds)
                 started = await client.start(director="llm", story="garden_gate", seed=args.seed)
+                late_log.session = started["session_id"]
                 watcher = asyncio.create_task(loop_stalls())
                 stop = asyncio.Event()
-                side = asyncio.create_task(bystander(session_url(base), stop, stats))
+                side = asyncio.create_task(bystander(session_url(base), stop, stats, marks))
                 async with Microphone(client) as mic:
                     # Warm-up: everything the run does happens once (first runs of Whisper, Piper and
                     # YAMNet, the Director, a rewind, the bystander) before memory is first read.
@@ -252,9 +287,11 @@ debounce_s = 0.05
                     rss_start = rss_mib(base)
                     lag_before = await asyncio.to_thread(metric_families, base)
                     sampler = asyncio.create_task(rss_samples(base, 30.0))
+                    measured = (time.monotonic(), 0.0)
                     ids = await drive(
                         client, mic, audio, 60.0 * args.minutes, args.seed, args.rewind_s, rewinds
                     )
+                    measured = (measured[0], time.monotonic())
                     sampler.cancel()
                     rss_trend = await sampler
                 rss_end = rss_mib(base)
@@ -284,6 +321,12 @@ debounce_s = 0.05
     gaps, sent_gaps = np.diff(times) * 1000.0, np.diff(sent) * 1000.0
     outcome = answered(client, ids)
     full = started["fps"] - WINDOW_SLACK_FRAMES
+    late_near, late_away, near_share = near_marks(
+        [t for t in late_log.times if measured[0] <= t <= measured[1]],
+        [t for t in marks if measured[0] - NEAR_S <= t <= measured[1] + NEAR_S],
+        NEAR_S,
+        measured[1] - measured[0],
+    )
     full_share, short, near = windows(times, started["fps"], full, rewinds)
     sent_share, sent_short, sent_near = windows(sent, started["fps"], full, rewinds)
     rows = [
@@ -326,6 +369,11 @@ debounce_s = 0.05
         (
             "bystander sessions opened and closed / refused",
             f"{stats['bystander sessions']} / {stats['bystander refused']}",
+        ),
+        (
+            f"late chunks after the warm-up (the server's log): within {NEAR_S:g} s of a bystander's start or "
+            "end / elsewhere (share of that time this near)",
+            f"{late_near} / {late_away} ({100 * near_share:.0f} %)",
         ),
         (
             "server RSS after warm-up -> end",
