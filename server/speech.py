@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -49,6 +50,12 @@ URGENT_AHEAD_S = 1.0
 already decided: a chunk's mouth will soon wait for it. At the background priority a long sentence took
 150-390 ms on the loaded soak machine, and the decisions that waited for it made chunks late."""
 
+
+REST_SYNTHESIS_S = 0.3
+"""The rest of a streamed reply starts no sooner than the first chunk this long after the decision that
+took it: Piper's time for its first part, which that chunk's decision waits for. One chunk (167 ms at
+24 fps) was too short on the loaded soak machine: after a short first sentence ("Sure."), the decisions
+that took the rest waited 110-280 ms for it, and their chunks were late."""
 
 PREPARED_MAX = 4
 """First parts synthesised ahead of their cue that are kept for it; an older one goes (a block outranked
@@ -175,17 +182,20 @@ class SpeechPlayer:
         self._trace(cue, SPEECH_CUED)
         now.task = asyncio.create_task(self._synthesize(now))
 
-    def extend(self, cue: SpeechCue, frame: int) -> None:
-        """Open speech playing now gets its whole text (``cue.text`` continues the text cued before): the
-        rest is synthesised after what is there. If the voice ran out before global frame ``frame``, the
-        rest starts there (the frames before were silent): as for a cue, the conductor passes the first
-        frame of the chunk after the one being decided, so synthesis has a chunk to get it ready."""
+    def extend(self, cue: SpeechCue, chunk: int) -> None:
+        """Open speech playing now gets its whole text (``cue.text`` continues the text cued before), in
+        the decision of ``chunk``: the rest is synthesised after what is there (its first sentence split
+        as a cue's is). If the voice has run out by then, or will before the first frame of the chunk
+        ``REST_SYNTHESIS_S`` and a chunk after ``chunk``, the rest starts there, the frames before it
+        silent: synthesis has that long to get it ready, and the decision that takes it rarely waits.
+        Where it starts depends only on the chunk the text came in, so the frames stay the same."""
         now = self._now
         if now is None or now.cue.speech_id != cue.speech_id or not now.open:
             return  # it ended or was cut meanwhile
         rest = cue.text[len(now.cue.text) :] if cue.text.startswith(now.cue.text) else ""
         now.cue, now.open = cue, False
-        now.sentences_left += self.voice.sentences(rest)
+        now.sentences_left += speech_parts(self.voice.sentences(rest), self.config.first_clause)
+        frame = self.clock.first_frame(chunk + math.ceil(REST_SYNTHESIS_S / self.clock.chunk_s - 1e-9))
         if now.done:
             self._pause(now, (frame - now.start_frame) * self.per_frame)
         if now.done and now.sentences_left:

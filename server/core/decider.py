@@ -96,8 +96,9 @@ class Decider:
         hears its length before it plans on), so ``cue_chunk`` costs no more waiting and sounds a chunk
         sooner. With ``"when_ready"`` it sounds from the first frame not yet sent once its first audio is
         ready, and chunks decided before that keep the mouth closed: where speech starts (and the frames
-        after) then depends on Piper's speed. The rest of open speech (``speech_extend``) whose voice ran
-        out waits for chunk m+1 in every mode: a decision never waits for text that has just arrived.
+        after) then depends on Piper's speed. The rest of open speech (``speech_extend``) starts no sooner
+        than the first chunk ``REST_SYNTHESIS_S`` after chunk m in every mode (``SpeechPlayer.extend``):
+        a decision never waits for text that has just arrived.
         With ``"on_time"``, as ``cue_chunk`` but the decision does not wait for the voice's audio past
         ``late``: the chunk's mouth is closed and the voice starts, or goes on after a pause, when ready
         (``SpeechPlayer.envelope``; the frames then depend on Piper's speed, so the protocol's determinism
@@ -110,7 +111,7 @@ class Decider:
         for cue in out.speech_start:
             self.player.start(cue, start, cue_frame=self.media.first_frame(m), wait=mode != "when_ready")
         for cue in out.speech_extend:
-            self.player.extend(cue, self.media.first_frame(m + 1))
+            self.player.extend(cue, m)
         envelope = await self.player.envelope(m, late if mode == "on_time" else None)
         if envelope is not None:
             speaking = self.player.sounding(m)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import msgspec
 import numpy as np
@@ -16,7 +17,7 @@ from events.bus import EventBus
 from server.config import ServerConfig
 from server.core.decider import Decider
 from server.media import MediaClock
-from server.speech import SpeechConfig, SpeechPlayer, VoiceStart, speech_parts
+from server.speech import REST_SYNTHESIS_S, SpeechConfig, SpeechPlayer, VoiceStart, speech_parts
 from server.voice import Utterance, Voice
 from streaming_model.manifest import build_manifest
 
@@ -221,40 +222,49 @@ def test_the_server_table_names_both_switches_and_starts_with_the_cue_chunk_by_d
     assert quick == SpeechConfig(start="when_ready", first_clause=False)
 
 
-async def test_the_rest_of_open_speech_whose_voice_ran_out_starts_a_chunk_after_the_one_decided(
-    voice: Voice,
+@pytest.mark.parametrize(
+    ("manifest", "ahead"),
+    [(SLOW, 1), (build_manifest(fps=24, frames_per_chunk=4, width=160, height=96), 2)],
+    ids=["0.75 s chunks", "167 ms chunks"],
+)
+async def test_the_rest_of_open_speech_whose_voice_ran_out_starts_0_3_s_after_the_chunk_decided(
+    voice: Voice, manifest, ahead: int
 ) -> None:
     # A reply streams: its first sentence is spoken while the rest is still coming, and the voice runs
-    # out before it comes. The rest then waits for the chunk after the one being decided, as a cue does:
-    # synthesis gets a whole chunk, and the decision that takes the rest does not wait for it (on the
-    # loaded soak machine, decisions that waited for the rest made one chunk in twenty late).
-    realizer = Realizer(manifest=SLOW, voice="server")
+    # out before it comes. The rest then starts with the first chunk REST_SYNTHESIS_S after the one being
+    # decided (a chunk later on 0.75 s chunks, two on 167 ms ones): synthesis gets that long, and the
+    # decision that takes the rest rarely waits for it (on the loaded soak machine, with one 167 ms chunk,
+    # those decisions waited 110-280 ms and their chunks were late).
+    assert ahead == math.ceil(REST_SYNTHESIS_S / manifest.chunk_s)
+    realizer = Realizer(manifest=manifest, voice="server")
     block = Block(behaviors=[Speech(id="say", text="Sure.")])
     opened = realizer.open_speech(block)
     assert opened.accepted
     player = SpeechPlayer(voice, realizer, config=SpeechConfig())
-    media = MediaClock.of(SLOW)
+    media = MediaClock.of(manifest)
     decider = Decider(Minds(realizer, EventBus()), player, media, lambda: 0)
+    sure = voice.synthesize("Sure.").samples
+    per_chunk = player.per_frame * manifest.frames_per_chunk
+    taken = -(-sure.size // per_chunk) + 1  # chunk 0 cues "Sure."; the voice runs out before this chunk
     audio = []
-    for m in range(3):  # chunk 0 cues "Sure." and plays it; the voice runs out before chunk 3
+    for m in range(taken):
         await decider.decide(m, m)
         audio += [player.slice(f) for f in range(media.first_frame(m), media.first_frame(m + 1))]
-    sure = voice.synthesize("Sure.").samples
     assert np.array_equal(np.concatenate(audio)[: sure.size], sure)
     (speech,) = block.behaviors
     whole = msgspec.structs.replace(speech, text="Sure. The gate is down by the river.")
     assert realizer.extend_speech(opened.block_id, msgspec.structs.replace(block, behaviors=[whole])).accepted
-    decision = await asyncio.wait_for(decider.decide(3, 3), 10)
-    assert decision.out.condition.audio == (0.0,) * SLOW.frames_per_chunk  # the rest is not in chunk 3
+    decision = await asyncio.wait_for(decider.decide(taken, taken), 10)
+    assert decision.out.condition.audio == (0.0,) * manifest.frames_per_chunk  # not in the chunk deciding it
     rest = voice.synthesize("The gate is down by the river.").samples
     audio = []
-    for m in range(3, 3 + 2 + rest.size // (player.per_frame * SLOW.frames_per_chunk)):
-        if m > 3:
+    for m in range(taken, taken + ahead + 1 + rest.size // per_chunk):
+        if m > taken:
             await decider.decide(m, m)
         audio += [player.slice(f) for f in range(media.first_frame(m), media.first_frame(m + 1))]
     later = np.concatenate(audio)
-    assert not later[: SLOW.frames_per_chunk * player.per_frame].any()  # chunk 3 is silent
-    assert np.array_equal(later[SLOW.frames_per_chunk * player.per_frame :][: rest.size], rest)
+    assert not later[: ahead * per_chunk].any()  # silent until the rest's chunk
+    assert np.array_equal(later[ahead * per_chunk :][: rest.size], rest)
 
 
 class CountingVoice(Voice):
