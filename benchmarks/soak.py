@@ -41,7 +41,6 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
-from capacity import scrape
 from director import answer
 from reaction import Microphone, sounds, window_counts, window_edges
 from served import rss_mib, served, session_url
@@ -298,14 +297,10 @@ debounce_s = 0.05
                 stop.set()
                 await side
                 metrics = client.received.of_type("metrics")[-1]
-                figures = await asyncio.to_thread(scrape, base)
-                lag = observations(
-                    lag_before,
-                    await asyncio.to_thread(metric_families, base),
-                    "onstage_event_loop_lag_seconds",
-                )
-                overdue_voice = figures.get("onstage_session_voice_overdue_total", {}).get(
-                    started["session_id"]
+                figures = await asyncio.to_thread(metric_families, base)
+                lag = observations(lag_before, figures, "onstage_event_loop_lag_seconds")
+                overdue_voice = figures.get("onstage_session_voice_overdue", {}).get(
+                    ("onstage_session_voice_overdue_total", (("session", started["session_id"]),))
                 )
                 watcher.cancel()
                 stalls = await watcher

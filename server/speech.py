@@ -131,7 +131,7 @@ class SpeechPlayer:
         """Start synthesising the first part of speech ``text`` now, as it is submitted, rather than when a
         chunk cues it (up to a chunk later, and that chunk's decision waits for it). The same part gives
         the same audio whenever it is made, so the frames do not change; only the wait shortens."""
-        parts = speech_parts(self.voice.sentences(text), self.config.first_clause)
+        parts = self._parts(text)
         if not parts or parts[0] in self._prepared:
             return
         try:
@@ -141,6 +141,10 @@ class SpeechPlayer:
         self._prepared[parts[0]] = job
         while len(self._prepared) > PREPARED_MAX:
             self._prepared.pop(next(iter(self._prepared))).cancel()
+
+    def _parts(self, text: str) -> list[str]:
+        """What synthesis goes through for ``text``, in order (``speech_parts`` under this config)."""
+        return speech_parts(self.voice.sentences(text), self.config.first_clause)
 
     @property
     def speaking(self) -> bool:
@@ -185,16 +189,16 @@ class SpeechPlayer:
     def extend(self, cue: SpeechCue, chunk: int) -> None:
         """Open speech playing now gets its whole text (``cue.text`` continues the text cued before), in
         the decision of ``chunk``: the rest is synthesised after what is there (its first sentence split
-        as a cue's is). If the voice has run out by then, or will before the first frame of the chunk
-        ``REST_SYNTHESIS_S`` and a chunk after ``chunk``, the rest starts there, the frames before it
-        silent: synthesis has that long to get it ready, and the decision that takes it rarely waits.
+        as a cue's is). If the voice has run out by then, or will before the first frame of the first
+        chunk decided at least ``REST_SYNTHESIS_S`` after ``chunk``, the rest starts there, the frames
+        before it silent: synthesis has that long to get it ready, and that decision rarely waits.
         Where it starts depends only on the chunk the text came in, so the frames stay the same."""
         now = self._now
         if now is None or now.cue.speech_id != cue.speech_id or not now.open:
             return  # it ended or was cut meanwhile
         rest = cue.text[len(now.cue.text) :] if cue.text.startswith(now.cue.text) else ""
         now.cue, now.open = cue, False
-        now.sentences_left += speech_parts(self.voice.sentences(rest), self.config.first_clause)
+        now.sentences_left += self._parts(rest)
         frame = self.clock.first_frame(chunk + math.ceil(REST_SYNTHESIS_S / self.clock.chunk_s - 1e-9))
         if now.done:
             self._pause(now, (frame - now.start_frame) * self.per_frame)
