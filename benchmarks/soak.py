@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import random
+import re
 import sqlite3
 import sys
 import tempfile
@@ -184,16 +186,39 @@ def near_marks(
     return near, len(late) - near, min(1.0, covered / span_s) if span_s else 0.0
 
 
+CORES = re.compile(r"([a-z][a-z0-9 \-]*?) (\d+\.\d+)")
+"""A ``kind cores`` pair of a late chunk's CPU note (``server.cpu_watch.CpuWatch.note``)."""
+
+
 class LateLog:
-    """When the server logged each of a session's late chunks (its warning, timed on this clock)."""
+    """When the server logged each of a session's late chunks (its warning, timed on this clock), and the
+    cores each kind of thread and the machine used in the second before (the warning's CPU note)."""
 
     def __init__(self) -> None:
         self.session = ""
         self.times: list[float] = []
+        self.cpu: list[dict[str, float]] = []
 
     def take(self, line: str) -> None:
         if self.session and f"session {self.session}: chunk" in line and " late;" in line:
             self.times.append(time.monotonic())
+            note = line.partition("in cores: ")[2]
+            self.cpu.append({kind: float(cores) for kind, cores in CORES.findall(note.replace(" of ", " "))})
+
+    def cpu_before(self, span: tuple[float, float]) -> str:
+        """The mean cores of each kind in the seconds before the late chunks within ``span``, busiest first."""
+        notes = [cpu for t, cpu in zip(self.times, self.cpu, strict=True) if span[0] <= t <= span[1] and cpu]
+        kinds = sorted(
+            {k for cpu in notes for k in cpu}, key=lambda k: -sum(cpu.get(k, 0.0) for cpu in notes)
+        )
+        return ", ".join(f"{k} {sum(cpu.get(k, 0.0) for cpu in notes) / len(notes):.2f}" for k in kinds)
+
+
+def machine_cpu() -> tuple[float, float]:
+    """Busy and stolen CPU seconds of the whole machine so far, summed over cores (Linux: /proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4] - ticks[7]) * tick_s, ticks[7] * tick_s
 
 
 def on_client_clock(times: list[float], sent: list[float]) -> list[float]:
@@ -287,10 +312,12 @@ debounce_s = 0.05
                     lag_before = await asyncio.to_thread(metric_families, base)
                     sampler = asyncio.create_task(rss_samples(base, 30.0))
                     measured = (time.monotonic(), 0.0)
+                    cpu_start = machine_cpu()
                     ids = await drive(
                         client, mic, audio, 60.0 * args.minutes, args.seed, args.rewind_s, rewinds
                     )
                     measured = (measured[0], time.monotonic())
+                    cpu_end = machine_cpu()
                     sampler.cancel()
                     rss_trend = await sampler
                 rss_end = rss_mib(base)
@@ -369,6 +396,17 @@ debounce_s = 0.05
             f"late chunks after the warm-up (the server's log): within {NEAR_S:g} s of a bystander's start or "
             "end / elsewhere (share of that time this near)",
             f"{late_near} / {late_away} ({100 * near_share:.0f} %)",
+        ),
+        (
+            f"the machine's cores busy / stolen by the hypervisor, mean over the run (of {os.cpu_count()})",
+            " / ".join(
+                f"{(b - a) / (measured[1] - measured[0]):.2f}"
+                for a, b in zip(cpu_start, cpu_end, strict=True)
+            ),
+        ),
+        (
+            "cores used in the second before a late chunk after the warm-up, mean (the warning's CPU note)",
+            late_log.cpu_before(measured) or "-",
         ),
         (
             "server RSS after warm-up -> end",

@@ -48,6 +48,7 @@ from server.auth import check_token
 from server.client_voice import CharacterVoice
 from server.connection import Connection
 from server.core.conductor import Conductor
+from server.cpu_watch import CpuWatch
 from server.limits import Limits, TokenBucket
 from server.loop_watch import LoopLag
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -120,6 +121,8 @@ class OnstageServer:
         self.stats = Stats()
         self.metrics = ServerMetrics(self)
         self._loop_lag = LoopLag(self.metrics.loop_lag)
+        self.cpu = CpuWatch()
+        """Where the CPU went lately: late chunks' warnings say it."""
         self.telemetry = telemetry
         self._server: Server | None = None
         self._gate: HostGate | None = None
@@ -145,6 +148,7 @@ class OnstageServer:
         self._gate = HostGate(self.access, host, server.sockets[0].getsockname()[1])
         self._server = server
         self._loop_lag.start()
+        self.cpu.start()
         if self.rtc_settings.enabled and importlib.util.find_spec("aiortc") is not None:
             from server.webrtc.endpoint import RtcEndpoint
 
@@ -158,6 +162,7 @@ class OnstageServer:
 
     async def close(self) -> None:
         await self._loop_lag.stop()
+        await self.cpu.stop()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

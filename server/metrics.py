@@ -39,6 +39,7 @@ class ServerMetrics:
     """The metrics of one ``OnstageServer``; an ``Observer`` (``server.core.outputs``) of its sessions."""
 
     def __init__(self, server: OnstageServer) -> None:
+        self.server = server
         self.registry = CollectorRegistry()
         self.reactions = Histogram(
             "onstage_reaction_seconds",
@@ -89,6 +90,9 @@ class ServerMetrics:
         self.chunks.observe(seconds)
         if on_time:
             self.chunks_on_time.inc()
+
+    def cpu_note(self) -> str:
+        return self.server.cpu.note()
 
     def voice_to_voice(self, seconds: float) -> None:
         self.voice_to_voice_latency.observe(seconds)

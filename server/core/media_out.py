@@ -100,7 +100,7 @@ class MediaOut:
         send_at = self.schedule.send_at(chunk.index)
         log.warning(
             "session %s: chunk %d ready %.0f ms late; its slot began %.0f ms before the send, the "
-            "decision took %.0f ms, generating %.0f ms%s",
+            "decision took %.0f ms, generating %.0f ms%s%s",
             self.session_id,
             chunk.index,
             1000 * (chunk.ready_at - send_at),
@@ -108,6 +108,7 @@ class MediaOut:
             1000 * (chunk.decided_at - chunk.begun_at),
             1000 * (chunk.ready_at - chunk.decided_at),
             " (replaced)" if chunk.replaced else "",
+            f"; CPU {note}" if self.observer is not None and (note := self.observer.cpu_note()) else "",
         )
 
     def _trace(self, reflects: tuple[str, ...]) -> None:

@@ -102,6 +102,10 @@ class Observer(Protocol):
     def chunk(self, seconds: float, on_time: bool) -> None:
         """A chunk took ``seconds`` to generate and finish, and was (or was not) ready for its send."""
 
+    def cpu_note(self) -> str:
+        """Where the server's CPU went lately, for a late chunk's warning (``server.cpu_watch``); empty
+        when unknown."""
+
     def voice_to_voice(self, seconds: float) -> None:
         """The first audible sample of the character's answer went out ``seconds`` after the end of the
         user's speech it answers."""

@@ -5,6 +5,7 @@ the session (on-time share, frame rate) is counted as it goes."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 
 import pytest
@@ -16,6 +17,7 @@ from server.core.chunk import ReadyChunk
 from server.core.media_out import MediaOut
 from server.core.outputs import AudioOut, Output, VideoOut
 from server.core.schedule import ChunkSchedule
+from server.cpu_watch import CpuWatch
 from server.media import MediaClock, pcm16
 from server.speech import SpeechPlayer
 from server.voice import OUTPUT_RATE, Voice
@@ -80,3 +82,49 @@ async def test_frames_go_out_at_their_presentation_times_with_their_audio_first(
     assert (media.chunks_sent, media.chunks_on_time) == (2, 1)
     assert media.last_frame == 2 * MEDIA.chunk_frames - 1
     assert media.figures().fps == 2 * MEDIA.chunk_frames  # all sent within the last virtual second
+
+
+class Watching:
+    """An observer that keeps nothing but says where the CPU went, as the server's metrics do."""
+
+    def __init__(self, watch: CpuWatch) -> None:
+        self.cpu_note = watch.note
+
+    def reaction(self, kind: str, seconds: float) -> None: ...
+
+    def chunk(self, seconds: float, on_time: bool) -> None: ...
+
+    def voice_to_voice(self, seconds: float) -> None: ...
+
+    def lip_sync(self, offset_s: float) -> None: ...
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the CPU note reads /proc")
+async def test_a_late_chunks_warning_says_where_the_cpu_went(caplog: pytest.LogCaptureFixture) -> None:
+    clock = VirtualClock(50.0)
+    schedule = ChunkSchedule(
+        MEDIA, lead_chunks=1.0, redirect=True, redirect_margin=1.25, finish_times=deque(), clock=clock
+    )
+    schedule.begin(0.5)
+    watch = CpuWatch(every_s=0.05)
+    watch.start()
+    await asyncio.sleep(0.1)  # a reading to measure from
+    sent: list[Output] = []
+    chunk_out = asyncio.Event()
+
+    async def out(item: Output) -> None:
+        sent.append(item)
+        if len(sent) == 2 * MEDIA.chunk_frames:
+            chunk_out.set()
+
+    player = SpeechPlayer(Voice(), Realizer(manifest=MANIFEST))
+    media = MediaOut("s", schedule, player, (MANIFEST.width, MANIFEST.height), Tracer(), out)
+    media.observer = Watching(watch)
+    task = asyncio.create_task(media.run())
+    media.ready.put_nowait(chunk(0, ready_at=schedule.send_at(0) + 0.2))
+    await asyncio.wait_for(chunk_out.wait(), 10)
+    task.cancel()
+    await watch.stop()
+    (late,) = [r.getMessage() for r in caplog.records if " late;" in r.getMessage()]
+    assert late.startswith("session s: chunk 0 ready 200 ms late;")
+    assert "; CPU over the last " in late and "in cores: " in late and "machine busy" in late

@@ -1,0 +1,145 @@
+"""Where the server's CPU went in the last second, by kind of thread, and how busy the machine was.
+
+A chunk is late when its generator thread did not get a core in time. Which other thread had it (another
+session's generator, the voice, the listeners, a library's own pool) or whether another process or the
+hypervisor did, is what a late chunk's warning needs to say for a reader to act on it: ``CpuWatch.note``
+says it. Linux only (``/proc``); elsewhere the note is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+
+EVERY_S = 0.5
+"""How often a reading is kept: a note covers the time since the older of the last two (0.5-1 s)."""
+PROC = Path("/proc")
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+class Reading(msgspec.Struct, frozen=True):
+    """CPU time so far: each of this process's threads' (seconds, and its nice value), the process's and
+    the machine's (busy and stolen, summed over cores), at ``at`` (monotonic seconds)."""
+
+    at: float
+    threads: dict[int, tuple[float, int]]
+    process_s: float
+    busy_s: float
+    steal_s: float
+
+
+def read() -> Reading | None:
+    """The CPU times now, or None where ``/proc`` does not tell them."""
+    try:
+        machine = (PROC / "stat").read_text().split("\n", 1)[0].split()[1:]
+        process = _fields((PROC / "self" / "stat").read_text())
+    except OSError:
+        return None
+    ticks = [int(x) for x in machine]
+    # user nice system idle iowait irq softirq steal ...: idle and iowait are not busy; steal is nobody's here
+    busy = sum(ticks) - ticks[3] - ticks[4] - (ticks[7] if len(ticks) > 7 else 0)
+    threads = {}
+    for task in (PROC / "self" / "task").iterdir():
+        with contextlib.suppress(OSError, ValueError):  # a thread that ended meanwhile
+            fields = _fields((task / "stat").read_text())
+            threads[int(task.name)] = ((int(fields[11]) + int(fields[12])) * _TICK_S, int(fields[16]))
+    return Reading(
+        at=time.monotonic(),
+        threads=threads,
+        process_s=(int(process[11]) + int(process[12])) * _TICK_S,
+        busy_s=busy * _TICK_S,
+        steal_s=(ticks[7] if len(ticks) > 7 else 0) * _TICK_S,
+    )
+
+
+def _fields(stat: str) -> list[str]:
+    """A ``/proc/.../stat`` line's fields after the command name (which may hold spaces), state first."""
+    return stat.rsplit(")", 1)[1].split()
+
+
+_PER_SESSION = re.compile(r"^(gen|lane|ears|ThreadPoolExecutor)-.*")
+
+
+def thread_kind(name: str) -> str:
+    """A Python thread's kind from its name: a pool's worker number and a session's name dropped
+    (``gen-ab12_0`` -> ``gen``), the main thread (which runs the event loop) as ``loop``."""
+    if name == "MainThread":
+        return "loop"
+    return _PER_SESSION.sub(r"\1", re.sub(r"_\d+$", "", name)).replace("ThreadPoolExecutor", "executor")
+
+
+def shares(
+    before: Reading, after: Reading, names: dict[int, str]
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Cores used between two readings: by thread kind (``names``: native thread id -> Python name; others
+    are a library's own threads, ``native``), each with `` nice N`` when it runs niced; and the machine's
+    ``busy`` (of ``cores``), ``other processes`` and ``steal``. Returns (seconds between, by kind, machine)."""
+    span = after.at - before.at
+    kinds: dict[str, float] = {}
+    for tid, (cpu_s, nice) in after.threads.items():
+        used = cpu_s - before.threads.get(tid, (0.0, 0))[0]
+        if used > 0:
+            kind = thread_kind(names[tid]) if tid in names else "native"
+            label = f"{kind} nice {nice}" if nice else kind
+            kinds[label] = kinds.get(label, 0.0) + used / span
+    busy = (after.busy_s - before.busy_s) / span
+    machine = {
+        "busy": busy,
+        "cores": float(os.cpu_count() or 1),
+        "other processes": max(0.0, busy - (after.process_s - before.process_s) / span),
+        "steal": (after.steal_s - before.steal_s) / span,
+    }
+    return span, kinds, machine
+
+
+class CpuWatch:
+    """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads), and a note, on demand,
+    of where the CPU went since the older of the last two."""
+
+    def __init__(self, every_s: float = EVERY_S) -> None:
+        self.every_s = every_s
+        self._readings: list[Reading] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Keep readings on the running loop until ``stop``."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="cpu-watch")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while (reading := read()) is not None:
+            self._readings = [*self._readings[-1:], reading]
+            await asyncio.sleep(self.every_s)
+
+    def note(self) -> str:
+        """Cores used since the older kept reading, busiest thread kinds first, then the machine's:
+        ``over the last 0.7 s, in cores: gen 0.95, loop 0.20, voice nice 10 0.31, native 0.12; machine busy
+        1.95 of 2, other processes 0.40, steal 0.00``. Empty before the first reading or without /proc."""
+        now = read()
+        if now is None or not self._readings:
+            return ""
+        names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+        span, kinds, machine = shares(self._readings[0], now, names)
+        threads = ", ".join(
+            f"{kind} {cores:.2f}"
+            for kind, cores in sorted(kinds.items(), key=lambda kv: -kv[1])
+            if cores >= 0.005
+        )
+        return (
+            f"over the last {span:.1f} s, in cores: {threads}; machine busy {machine['busy']:.2f} of "
+            f"{machine['cores']:.0f}, other processes {machine['other processes']:.2f}, "
+            f"steal {machine['steal']:.2f}"
+        )

@@ -1,0 +1,74 @@
+"""Where the server's CPU went: a busy thread shows under its kind (niced ones apart), the machine's share
+beside it, and a late chunk's warning carries it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+
+import pytest
+
+from events.priority import lower_this_thread
+from server.cpu_watch import CpuWatch, Reading, shares, thread_kind
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+
+
+def test_thread_kinds_drop_pool_numbers_and_session_names() -> None:
+    assert thread_kind("gen-ab12_0") == "gen"
+    assert thread_kind("voice-first_0") == "voice-first"
+    assert thread_kind("transcriber_0") == "transcriber"
+    assert thread_kind("ears-mic") == "ears"
+    assert thread_kind("ThreadPoolExecutor-3_1") == "executor"
+    assert thread_kind("MainThread") == "loop"
+
+
+def test_shares_split_the_machine_into_this_process_and_the_others() -> None:
+    before = Reading(at=10.0, threads={1: (5.0, 0), 2: (1.0, 10)}, process_s=6.0, busy_s=100.0, steal_s=3.0)
+    after = Reading(
+        at=12.0, threads={1: (6.0, 0), 2: (1.5, 10), 3: (0.4, 0)}, process_s=7.9, busy_s=103.0, steal_s=3.2
+    )
+    span, kinds, machine = shares(before, after, {1: "gen-a_0", 2: "voice_0"})
+    assert span == pytest.approx(2.0)
+    # thread 3 is nobody's Python thread: a library's own
+    assert kinds == pytest.approx({"gen": 0.5, "voice nice 10": 0.25, "native": 0.2})
+    assert machine["busy"] == pytest.approx(1.5)
+    assert machine["other processes"] == pytest.approx(1.5 - 0.95)
+    assert machine["steal"] == pytest.approx(0.1)
+
+
+def spin(name: str, stop: threading.Event, niceness: int = 0) -> threading.Thread:
+    def run() -> None:
+        if niceness:
+            lower_this_thread(niceness)
+        while not stop.is_set():
+            pass
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+async def test_a_busy_thread_shows_under_its_kind_and_a_niced_one_with_its_nice_value() -> None:
+    watch = CpuWatch(every_s=0.1)
+    stop = threading.Event()
+    threads = [spin("gen-ab12_0", stop), spin("voice_0", stop, niceness=5)]
+    watch.start()
+    try:
+        await asyncio.sleep(0.5)  # several readings while both spin
+        note = watch.note()
+    finally:
+        stop.set()
+        await watch.stop()
+        for thread in threads:
+            thread.join()
+    assert note.startswith("over the last ")
+    kinds = dict(part.rsplit(" ", 1) for part in note.split("in cores: ")[1].split(";")[0].split(", "))
+    assert float(kinds["gen"]) > 0.1  # spinning all along: most of a core, at least a tenth
+    assert "voice nice 5" in kinds and "voice" not in kinds
+    assert "machine busy " in note and " steal " in note
+
+
+async def test_the_note_is_empty_before_the_first_reading() -> None:
+    assert CpuWatch().note() == ""
