@@ -186,32 +186,37 @@ def near_marks(
     return near, len(late) - near, min(1.0, covered / span_s) if span_s else 0.0
 
 
-CORES = re.compile(r"([a-z][a-z0-9 \-]*?) (\d+\.\d+)")
-"""A ``kind cores`` pair of a late chunk's CPU note (``server.cpu_watch.CpuWatch.note``)."""
+CORES = re.compile(r"([a-z][a-z0-9 \-]*?) (\d+\.\d+)(?: \((\d+\.\d+) waiting\))?")
+"""A ``kind cores`` pair of a late chunk's CPU note (``server.cpu_watch.CpuWatch.note``), with the cores'
+worth that kind waited runnable, if it says."""
 
 
 class LateLog:
     """When the server logged each of a session's late chunks (its warning, timed on this clock), and the
-    cores each kind of thread and the machine used in the second before (the warning's CPU note)."""
+    cores each kind of thread (run, waited) and the machine used in the second before (the CPU note)."""
 
     def __init__(self) -> None:
         self.session = ""
         self.times: list[float] = []
-        self.cpu: list[dict[str, float]] = []
+        self.cpu: list[dict[str, tuple[float, float]]] = []
 
     def take(self, line: str) -> None:
         if self.session and f"session {self.session}: chunk" in line and " late;" in line:
             self.times.append(time.monotonic())
-            note = line.partition("in cores: ")[2]
-            self.cpu.append({kind: float(cores) for kind, cores in CORES.findall(note.replace(" of ", " "))})
+            note = line.partition("in cores: ")[2].replace(" of ", " ")
+            self.cpu.append({kind: (float(run), float(wait or 0)) for kind, run, wait in CORES.findall(note)})
 
     def cpu_before(self, span: tuple[float, float]) -> str:
         """The mean cores of each kind in the seconds before the late chunks within ``span``, busiest first."""
         notes = [cpu for t, cpu in zip(self.times, self.cpu, strict=True) if span[0] <= t <= span[1] and cpu]
-        kinds = sorted(
-            {k for cpu in notes for k in cpu}, key=lambda k: -sum(cpu.get(k, 0.0) for cpu in notes)
+        mean = {
+            kind: tuple(sum(cpu.get(kind, (0.0, 0.0))[i] for cpu in notes) / len(notes) for i in (0, 1))
+            for kind in {k for cpu in notes for k in cpu}
+        }
+        return ", ".join(
+            f"{kind} {run:.2f}" + (f" ({wait:.2f} waiting)" if wait >= 0.005 else "")
+            for kind, (run, wait) in sorted(mean.items(), key=lambda kv: -kv[1][0])
         )
-        return ", ".join(f"{k} {sum(cpu.get(k, 0.0) for cpu in notes) / len(notes):.2f}" for k in kinds)
 
 
 def machine_cpu() -> tuple[float, float]:

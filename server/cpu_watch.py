@@ -25,11 +25,12 @@ _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
 class Reading(msgspec.Struct, frozen=True):
-    """CPU time so far: each of this process's threads' (seconds, and its nice value), the process's and
-    the machine's (busy and stolen, summed over cores), at ``at`` (monotonic seconds)."""
+    """CPU time so far: each of this process's threads' (seconds run, seconds waited runnable on a run
+    queue, and its nice value), the process's and the machine's (busy and stolen, summed over cores), at
+    ``at`` (monotonic seconds)."""
 
     at: float
-    threads: dict[int, tuple[float, int]]
+    threads: dict[int, tuple[float, float, int]]
     process_s: float
     busy_s: float
     steal_s: float
@@ -48,8 +49,10 @@ def read() -> Reading | None:
     threads = {}
     for task in (PROC / "self" / "task").iterdir():
         with contextlib.suppress(OSError, ValueError):  # a thread that ended meanwhile
-            fields = _fields((task / "stat").read_text())
-            threads[int(task.name)] = ((int(fields[11]) + int(fields[12])) * _TICK_S, int(fields[16]))
+            nice = int(_fields((task / "stat").read_text())[16])
+            # the scheduler's own nanoseconds (run, waited while runnable): finer than stat's ticks
+            run_ns, wait_ns = (int(x) for x in (task / "schedstat").read_text().split()[:2])
+            threads[int(task.name)] = (run_ns / 1e9, wait_ns / 1e9, nice)
     return Reading(
         at=time.monotonic(),
         threads=threads,
@@ -77,18 +80,21 @@ def thread_kind(name: str) -> str:
 
 def shares(
     before: Reading, after: Reading, names: dict[int, str]
-) -> tuple[float, dict[str, float], dict[str, float]]:
-    """Cores used between two readings: by thread kind (``names``: native thread id -> Python name; others
-    are a library's own threads, ``native``), each with `` nice N`` when it runs niced; and the machine's
-    ``busy`` (of ``cores``), ``other processes`` and ``steal``. Returns (seconds between, by kind, machine)."""
+) -> tuple[float, dict[str, tuple[float, float]], dict[str, float]]:
+    """Cores used between two readings by thread kind (``names``: native thread id -> Python name; others
+    are a library's own threads, ``native``), each with `` nice N`` when it runs niced, as (run, waited
+    runnable for a core); and the machine's ``busy`` (of ``cores``), ``other processes`` and ``steal``.
+    Returns (seconds between, by kind, machine)."""
     span = after.at - before.at
-    kinds: dict[str, float] = {}
-    for tid, (cpu_s, nice) in after.threads.items():
-        used = cpu_s - before.threads.get(tid, (0.0, 0))[0]
-        if used > 0:
+    kinds: dict[str, tuple[float, float]] = {}
+    for tid, (run_s, wait_s, nice) in after.threads.items():
+        was = before.threads.get(tid, (0.0, 0.0, 0))
+        run, wait = (run_s - was[0]) / span, (wait_s - was[1]) / span
+        if run > 0 or wait > 0:
             kind = thread_kind(names[tid]) if tid in names else "native"
             label = f"{kind} nice {nice}" if nice else kind
-            kinds[label] = kinds.get(label, 0.0) + used / span
+            total = kinds.get(label, (0.0, 0.0))
+            kinds[label] = (total[0] + run, total[1] + wait)
     busy = (after.busy_s - before.busy_s) / span
     machine = {
         "busy": busy,
@@ -125,18 +131,19 @@ class CpuWatch:
             await asyncio.sleep(self.every_s)
 
     def note(self) -> str:
-        """Cores used since the older kept reading, busiest thread kinds first, then the machine's:
-        ``over the last 0.7 s, in cores: gen 0.95, loop 0.20, voice nice 10 0.31, native 0.12; machine busy
-        1.95 of 2, other processes 0.40, steal 0.00``. Empty before the first reading or without /proc."""
+        """Cores used since the older kept reading, busiest thread kinds first (with the cores' worth they
+        waited runnable, where that is 0.01 or more), then the machine's: ``over the last 0.7 s, in cores:
+        lane 0.95 (0.12 waiting), loop 0.20, voice nice 10 0.31, native 0.12; machine busy 1.95 of 2, other
+        processes 0.40, steal 0.00``. Empty before the first reading or without /proc."""
         now = read()
         if now is None or not self._readings:
             return ""
         names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         span, kinds, machine = shares(self._readings[0], now, names)
         threads = ", ".join(
-            f"{kind} {cores:.2f}"
-            for kind, cores in sorted(kinds.items(), key=lambda kv: -kv[1])
-            if cores >= 0.005
+            f"{kind} {run:.2f}" + (f" ({wait:.2f} waiting)" if wait >= 0.01 else "")
+            for kind, (run, wait) in sorted(kinds.items(), key=lambda kv: -kv[1][0])
+            if run >= 0.005 or wait >= 0.01
         )
         return (
             f"over the last {span:.1f} s, in cores: {threads}; machine busy {machine['busy']:.2f} of "

@@ -4,6 +4,7 @@ beside it, and a late chunk's warning carries it."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import threading
 
@@ -25,14 +26,23 @@ def test_thread_kinds_drop_pool_numbers_and_session_names() -> None:
 
 
 def test_shares_split_the_machine_into_this_process_and_the_others() -> None:
-    before = Reading(at=10.0, threads={1: (5.0, 0), 2: (1.0, 10)}, process_s=6.0, busy_s=100.0, steal_s=3.0)
+    before = Reading(
+        at=10.0, threads={1: (5.0, 1.0, 0), 2: (1.0, 0.0, 10)}, process_s=6.0, busy_s=100.0, steal_s=3.0
+    )
     after = Reading(
-        at=12.0, threads={1: (6.0, 0), 2: (1.5, 10), 3: (0.4, 0)}, process_s=7.9, busy_s=103.0, steal_s=3.2
+        at=12.0,
+        threads={1: (6.0, 1.2, 0), 2: (1.5, 0.1, 10), 3: (0.4, 0.0, 0)},
+        process_s=7.9,
+        busy_s=103.0,
+        steal_s=3.2,
     )
     span, kinds, machine = shares(before, after, {1: "gen-a_0", 2: "voice_0"})
     assert span == pytest.approx(2.0)
     # thread 3 is nobody's Python thread: a library's own
-    assert kinds == pytest.approx({"gen": 0.5, "voice nice 10": 0.25, "native": 0.2})
+    assert kinds.keys() == {"gen", "voice nice 10", "native"}
+    assert kinds["gen"] == pytest.approx((0.5, 0.1))
+    assert kinds["voice nice 10"] == pytest.approx((0.25, 0.05))
+    assert kinds["native"] == pytest.approx((0.2, 0.0))
     assert machine["busy"] == pytest.approx(1.5)
     assert machine["other processes"] == pytest.approx(1.5 - 0.95)
     assert machine["steal"] == pytest.approx(0.1)
@@ -64,8 +74,9 @@ async def test_a_busy_thread_shows_under_its_kind_and_a_niced_one_with_its_nice_
         for thread in threads:
             thread.join()
     assert note.startswith("over the last ")
-    kinds = dict(part.rsplit(" ", 1) for part in note.split("in cores: ")[1].split(";")[0].split(", "))
-    assert float(kinds["gen"]) > 0.1  # spinning all along: most of a core, at least a tenth
+    shown = note.split("in cores: ")[1].split(";")[0]
+    kinds = {kind: float(run) for kind, run in re.findall(r"(?:^|, )([a-z][a-z0-9 ]*?) (\d+\.\d+)", shown)}
+    assert kinds["gen"] > 0.1  # spinning all along: most of a core, at least a tenth
     assert "voice nice 5" in kinds and "voice" not in kinds
     assert "machine busy " in note and " steal " in note
 
