@@ -219,6 +219,30 @@ class LateLog:
         )
 
 
+def thread_cores(before: Families, after: Families, span_s: float) -> str:
+    """Cores each kind of the server's threads ran, and waited runnable, between two readings of its
+    ``/metrics`` ``span_s`` apart, busiest first."""
+
+    def per_kind(families: Families, name: str) -> dict[str, float]:
+        samples = families.get(name, {})
+        return {dict(labels)["kind"]: value for (_, labels), value in samples.items()}
+
+    runs = [per_kind(f, "onstage_thread_cpu_seconds") for f in (before, after)]
+    waits = [per_kind(f, "onstage_thread_runnable_wait_seconds") for f in (before, after)]
+    cores = {
+        kind: (
+            (runs[1][kind] - runs[0].get(kind, 0.0)) / span_s,
+            (waits[1][kind] - waits[0].get(kind, 0.0)) / span_s,
+        )
+        for kind in runs[1]
+    }
+    return ", ".join(
+        f"{kind} {run:.2f} ({wait:.2f} waiting)"
+        for kind, (run, wait) in sorted(cores.items(), key=lambda kv: -kv[1][0])
+        if run >= 0.005
+    )
+
+
 def machine_cpu() -> tuple[float, float]:
     """Busy and stolen CPU seconds of the whole machine so far, summed over cores (Linux: /proc/stat)."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -314,7 +338,7 @@ debounce_s = 0.05
                         client, mic, audio, 60.0 if args.minutes >= 5 else 20.0, args.seed + 1, 30.0, rewinds
                     )
                     rss_start = rss_mib(base)
-                    lag_before = await asyncio.to_thread(metric_families, base)
+                    warm_metrics = await asyncio.to_thread(metric_families, base)
                     sampler = asyncio.create_task(rss_samples(base, 30.0))
                     measured = (time.monotonic(), 0.0)
                     cpu_start = machine_cpu()
@@ -323,6 +347,7 @@ debounce_s = 0.05
                     )
                     measured = (measured[0], time.monotonic())
                     cpu_end = machine_cpu()
+                    threads_after = await asyncio.to_thread(metric_families, base)
                     sampler.cancel()
                     rss_trend = await sampler
                 rss_end = rss_mib(base)
@@ -330,7 +355,7 @@ debounce_s = 0.05
                 await side
                 metrics = client.received.of_type("metrics")[-1]
                 figures = await asyncio.to_thread(metric_families, base)
-                lag = observations(lag_before, figures, "onstage_event_loop_lag_seconds")
+                lag = observations(warm_metrics, figures, "onstage_event_loop_lag_seconds")
                 overdue_voice = figures.get("onstage_session_voice_overdue", {}).get(
                     ("onstage_session_voice_overdue_total", (("session", started["session_id"]),))
                 )
@@ -408,6 +433,10 @@ debounce_s = 0.05
                 f"{(b - a) / (measured[1] - measured[0]):.2f}"
                 for a, b in zip(cpu_start, cpu_end, strict=True)
             ),
+        ),
+        (
+            "the server's threads over the run, in cores: run (waited runnable), by kind (`/metrics`)",
+            thread_cores(warm_metrics, threads_after, measured[1] - measured[0]),
         ),
         (
             "cores used in the second before a late chunk after the warm-up, mean (the warning's CPU note)",

@@ -105,12 +105,55 @@ def shares(
     return span, kinds, machine
 
 
+def python_threads() -> dict[int, str]:
+    """Native thread id -> name of this process's Python threads."""
+    return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+
+
+class ThreadTotals:
+    """Seconds run and waited runnable by each kind of thread (``thread_kind``; a library's own threads
+    as ``native``) over the threads' lives, those that ended included: counters for ``/metrics``."""
+
+    def __init__(self) -> None:
+        self._ended: dict[str, tuple[float, float]] = {}
+        self._live: dict[int, tuple[str, float, float]] = {}
+
+    def take(self, reading: Reading, names: dict[int, str]) -> None:
+        """Account for a reading (``names``: ``python_threads()`` at about its time)."""
+        for tid, (kind, run, wait) in list(self._live.items()):
+            now = reading.threads.get(tid)
+            if now is None or now[0] < run:  # ended (or its id taken by a new thread): keep its last times
+                self._ended[kind] = _plus(self._ended.get(kind), run, wait)
+                del self._live[tid]
+        for tid, (run, wait, _) in reading.threads.items():
+            kind = (
+                self._live[tid][0]
+                if tid in self._live
+                else thread_kind(names[tid])
+                if tid in names
+                else "native"
+            )
+            self._live[tid] = (kind, run, wait)
+
+    def by_kind(self) -> dict[str, tuple[float, float]]:
+        """(seconds run, seconds waited runnable) of each kind so far."""
+        out = dict(self._ended)
+        for kind, run, wait in self._live.values():
+            out[kind] = _plus(out.get(kind), run, wait)
+        return out
+
+
+def _plus(total: tuple[float, float] | None, run: float, wait: float) -> tuple[float, float]:
+    return (run, wait) if total is None else (total[0] + run, total[1] + wait)
+
+
 class CpuWatch:
-    """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads), and a note, on demand,
-    of where the CPU went since the older of the last two."""
+    """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads), their totals by kind
+    of thread, and a note, on demand, of where the CPU went since the older of the last two."""
 
     def __init__(self, every_s: float = EVERY_S) -> None:
         self.every_s = every_s
+        self.totals = ThreadTotals()
         self._readings: list[Reading] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -128,6 +171,7 @@ class CpuWatch:
     async def _run(self) -> None:
         while (reading := read()) is not None:
             self._readings = [*self._readings[-1:], reading]
+            self.totals.take(reading, python_threads())
             await asyncio.sleep(self.every_s)
 
     def note(self) -> str:
@@ -138,8 +182,7 @@ class CpuWatch:
         now = read()
         if now is None or not self._readings:
             return ""
-        names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
-        span, kinds, machine = shares(self._readings[0], now, names)
+        span, kinds, machine = shares(self._readings[0], now, python_threads())
         threads = ", ".join(
             f"{kind} {run:.2f}" + (f" ({wait:.2f} waiting)" if wait >= 0.01 else "")
             for kind, (run, wait) in sorted(kinds.items(), key=lambda kv: -kv[1][0])

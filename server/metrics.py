@@ -155,7 +155,28 @@ class _ServerCollector(Collector):
             "Media frames dropped for clients that could not take them.",
             server.dropped_total(),
         )
+        yield from self._threads()
         yield from self._per_session()
+
+    def _threads(self) -> Iterator[Metric]:
+        totals = sorted(self.server.cpu.totals.by_kind().items())
+        run = CounterMetricFamily(
+            "onstage_thread_cpu_seconds",
+            "CPU seconds run by the server's threads, by kind (lane and gen: the generators; loop: the event "
+            "loop; native: libraries' own threads).",
+            labels=["kind"],
+        )
+        wait = CounterMetricFamily(
+            "onstage_thread_runnable_wait_seconds",
+            "Seconds the server's threads waited for a core while runnable, by kind: how much they were "
+            "held back by the machine's other work.",
+            labels=["kind"],
+        )
+        for kind, (run_s, wait_s) in totals:
+            run.add_metric([kind], run_s)
+            wait.add_metric([kind], wait_s)
+        yield run
+        yield wait
 
     def _per_session(self) -> Iterator[Metric]:
         sessions = list(self.server.sessions.items())

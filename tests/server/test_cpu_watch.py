@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from events.priority import lower_this_thread
-from server.cpu_watch import CpuWatch, Reading, shares, thread_kind
+from server.cpu_watch import CpuWatch, Reading, ThreadTotals, shares, thread_kind
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -83,3 +83,26 @@ async def test_a_busy_thread_shows_under_its_kind_and_a_niced_one_with_its_nice_
 
 async def test_the_note_is_empty_before_the_first_reading() -> None:
     assert CpuWatch().note() == ""
+
+
+def reading(at: float, threads: dict[int, tuple[float, float, int]]) -> Reading:
+    return Reading(at=at, threads=threads, process_s=0.0, busy_s=0.0, steal_s=0.0)
+
+
+def test_totals_keep_the_times_of_threads_that_ended_and_count_a_reused_id_as_a_new_thread() -> None:
+    totals = ThreadTotals()
+    names = {1: "gen-a_0", 2: "gen-b_0", 3: "voice_0"}
+    totals.take(reading(0.0, {1: (2.0, 0.5, 0), 2: (1.0, 0.1, 0), 3: (0.3, 0.0, 10)}), names)
+    totals.take(reading(0.5, {1: (2.2, 0.6, 0), 3: (0.4, 0.0, 10), 9: (0.1, 0.0, 0)}), names)  # 2 ended
+    kinds = totals.by_kind()
+    assert kinds.keys() == {"gen", "voice", "native"}
+    assert kinds["gen"] == pytest.approx((2.2 + 1.0, 0.6 + 0.1))
+    assert kinds["voice"] == pytest.approx((0.4, 0.0))
+    assert kinds["native"] == pytest.approx((0.1, 0.0))
+    # Thread 1 ended and a new thread took its id: its times start again from zero.
+    totals.take(
+        reading(1.0, {1: (0.05, 0.0, 0), 3: (0.4, 0.0, 10)}), {1: "loop-stall-reporter", 3: "voice_0"}
+    )
+    run_s, wait_s = totals.by_kind()["gen"]
+    assert (run_s, wait_s) == pytest.approx((3.2, 0.7))  # never less than before: a counter
+    assert totals.by_kind()["loop-stall-reporter"] == pytest.approx((0.05, 0.0))

@@ -48,6 +48,18 @@ async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms
     assert 0 <= count("onstage_chunks_on_time", "onstage_chunks_on_time_total") <= chunks
     # The loop's lag is measured all along (a timer every 50 ms; the session lasted longer than that).
     assert count("onstage_event_loop_lag_seconds", "onstage_event_loop_lag_seconds_count") >= 1
+    # Where the CPU went, by kind of thread: the generators made this session's chunks meanwhile.
+    generators = sum(
+        count("onstage_thread_cpu_seconds", "onstage_thread_cpu_seconds_total", kind=kind)
+        for kind in ("lane", "gen")
+    )
+    assert generators > 0
+    assert (
+        count(
+            "onstage_thread_runnable_wait_seconds", "onstage_thread_runnable_wait_seconds_total", kind="loop"
+        )
+        >= 0
+    )
     # The buckets are cumulative and end in +Inf at the count.
     buckets = sorted(
         (float(dict(labels)["le"]), value)
