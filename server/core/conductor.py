@@ -423,6 +423,11 @@ class Conductor:
                 start_at = schedule.start_at(self._m)
                 if self.replaces and not moved:
                     staged = await self._replace_until(staged, schedule.hand_at(staged.index))
+                    if schedule.lead_chunks >= 1.0:
+                        # The next chunk would start as this one goes out; no regeneration of this one would
+                        # be ready any more, so it begins now, with a regeneration's time more for a slow
+                        # making (a core stolen or shared). An input that comes meanwhile redirects it.
+                        start_at = min(start_at, schedule.now())
                 self.media.ready.put_nowait(staged)
             await schedule.clock.sleep_until(start_at)
             staged = await self._make_chunk(self._k, self._m)

@@ -51,7 +51,8 @@ def lead_for(manifest: BackendManifest, replaces: bool) -> float:
     Where a generated chunk can be replaced until it is sent (``replaces``), generating early costs no
     reaction time (an input that comes meanwhile regenerates it), only work: the lead is a whole chunk,
     all of it room for a slow chunk on a busy machine (warm-up costs were 3-6 times lower than chunk times
-    in the soak). Where it cannot, every chunk generated early is latency added to every reaction: the
+    in the soak), and the conductor starts the next chunk sooner still, once the one before can no longer
+    be replaced (``hand_at``). Where it cannot, every chunk generated early is latency added to every reaction: the
     lead is what the costs measured at warm-up need, with ``LEAD_HEADROOM``: a chunk's generation begins
     with the commit of the chunk before it, then it is generated and finished.
     """
@@ -154,9 +155,11 @@ class ChunkSchedule:
         return self.send_at(m) - self.lead_chunks * self.media.chunk_s
 
     def hand_at(self, m: int) -> float:
-        """Until when the generated chunk ``m`` may still be replaced: just before its first frame is due,
-        or when the next chunk's generation starts, whichever comes first."""
-        return min(self.start_at(m + 1), self.send_at(m) - HANDOFF_S)
+        """Until when the generated chunk ``m`` may still be replaced: while a regeneration started then
+        would still be ready for its send (``time_to_redo``), and no later than just before its first frame
+        is due or when the next chunk's generation starts. After it, the next chunk's making may begin."""
+        redo_s = self.typical() * self.redirect_margin if self.redirect else 0.0
+        return min(self.start_at(m + 1), self.send_at(m) - max(HANDOFF_S, redo_s))
 
     def pause(self) -> None:
         """The client went away: the media clock stops."""

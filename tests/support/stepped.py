@@ -55,10 +55,12 @@ class Stepped:
 
 
 @contextlib.asynccontextmanager
-async def stepped_session(factory: SessionFactory, name: str, replace: bool) -> AsyncIterator[Stepped]:
+async def stepped_session(
+    factory: SessionFactory, name: str, replace: bool, lead: float = LEAD
+) -> AsyncIterator[Stepped]:
     """A session of ``factory``'s backend on a stepped clock, started with a ``Script`` sink; closed after."""
     clock = SteppedClock(100.0)
-    config = ConductorConfig(lead_chunks=LEAD, replace=replace)
+    config = ConductorConfig(lead_chunks=lead, replace=replace)
     sessions = SessionFactory(factory.backend, factory.voice, factory.hearing, conductor=config, clock=clock)
     core, _ = await sessions.create(name, p.SessionStart(seed=3, director="none"), "token")
     script = Script()

@@ -59,3 +59,26 @@ async def test_without_replacement_the_same_input_shows_in_the_next_chunk(steppe
     frame = await shown_in(stepped, wave)
     assert (frame.chunk, frame.frame) == (WAITING + 1, 0)
     assert (stepped.core.replaced, stepped.core.redirects) == (0, 0)
+
+
+REGENERATION_S = 0.04
+"""What regenerating a chunk takes, as the session's schedule has measured it (set by the test)."""
+
+
+async def test_with_a_whole_chunk_of_lead_the_next_chunk_is_made_once_the_one_before_can_no_longer_be_replaced(
+    world_factory: SessionFactory,
+) -> None:
+    # A little over a whole chunk, so that no generation-loop wait falls on a frame's time (the harness
+    # tells the loop's waits from the sender's by their times).
+    async with stepped_session(world_factory, "early", replace=True, lead=1.05) as session:
+        schedule = session.core.schedule
+        # The stepped clock stands still while the model works, so no regeneration takes any time in it: the
+        # median the schedule keeps is set here (the conductor's own entries cannot move it within this test).
+        schedule.chunk_times.extend([REGENERATION_S] * (schedule.chunk_times.maxlen or 0))
+        m = await session.until_loop_waits()  # chunk m is made and held while it may still be replaced
+        assert session.clock.pending()[0] == pytest.approx(schedule.send_at(m) - 1.25 * REGENERATION_S)
+        session.clock.advance(session.clock.pending()[0])
+        # Chunk m + 1 is made at once, with the clock still before its start by the lead: a regeneration's
+        # time more before its own send.
+        assert await session.until_loop_waits() == m + 1
+        assert session.clock.time() < schedule.start_at(m + 1)

@@ -38,7 +38,12 @@ def test_chunk_m_is_sent_at_t0_plus_m_chunks_and_generated_lead_chunks_before() 
     assert s.send_at(4) == pytest.approx(100.3 + 4 * 0.75)
     assert s.start_at(4) == pytest.approx(s.send_at(4) - 1.5 * 0.75)
     assert s.frame_at(13) == pytest.approx(100.3 + 13 / 16)  # frame 1 of chunk 1
-    # Held for replacement until just before its send, or until the next chunk starts, if sooner.
+    # Held for replacement while a regeneration would still be ready for its send (the next chunk's
+    # making may begin then), or until the next chunk starts, if sooner.
+    assert s.hand_at(4) == pytest.approx(min(s.start_at(5), s.send_at(4) - 1.25 * s.typical()))
+    clock.advance(s.hand_at(4) + 1e-6)
+    assert not s.time_to_redo(4)  # past hand_at(4), no regeneration of chunk 4 would be ready in time
+    s.chunk_times.extend([0.0005] * 3)  # regenerations that take no time: held until just before the send
     assert s.hand_at(4) == pytest.approx(min(s.start_at(5), s.send_at(4) - HANDOFF_S))
 
 
