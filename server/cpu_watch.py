@@ -18,6 +18,8 @@ from pathlib import Path
 
 import msgspec
 
+from server.loop_watch import OnLoop
+
 EVERY_S = 0.5
 """How often a reading is kept: a note covers the time since the older of the last two (0.5-1 s)."""
 PROC = Path("/proc")
@@ -147,26 +149,17 @@ def _plus(total: tuple[float, float] | None, run: float, wait: float) -> tuple[f
     return (run, wait) if total is None else (total[0] + run, total[1] + wait)
 
 
-class CpuWatch:
-    """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads), their totals by kind
-    of thread, and a note, on demand, of where the CPU went since the older of the last two."""
+class CpuWatch(OnLoop):
+    """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads) from ``start`` until
+    ``stop``, their totals by kind of thread, and a note, on demand, of where the CPU went since the older
+    of the last two."""
+
+    task_name = "cpu-watch"
 
     def __init__(self, every_s: float = EVERY_S) -> None:
         self.every_s = every_s
         self.totals = ThreadTotals()
         self._readings: list[Reading] = []
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        """Keep readings on the running loop until ``stop``."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="cpu-watch")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def _run(self) -> None:
         while (reading := read()) is not None:

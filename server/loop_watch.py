@@ -25,17 +25,15 @@ STACK_FRAMES = 12
 """The innermost frames a stall report shows: enough to name the call, short enough to read in a log."""
 
 
-class LoopLag:
-    """A timer due every ``every_s``, and how late the loop ran it each time, given to ``observe``."""
+class OnLoop:
+    """Watching work that runs as a task on the server's event loop from ``start`` until ``stop``."""
 
-    def __init__(self, observe: Callable[[float], None], every_s: float = LAG_EVERY_S) -> None:
-        self.observe = observe
-        self.every_s = every_s
-        self._task: asyncio.Task[None] | None = None
+    task_name = "watch"
+    _task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Measure on the running loop until ``stop``."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-lag")
+        """Run on the running loop until ``stop``."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.task_name)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -43,6 +41,19 @@ class LoopLag:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class LoopLag(OnLoop):
+    """A timer due every ``every_s``, and how late the loop ran it each time, given to ``observe``."""
+
+    task_name = "loop-lag"
+
+    def __init__(self, observe: Callable[[float], None], every_s: float = LAG_EVERY_S) -> None:
+        self.observe = observe
+        self.every_s = every_s
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
