@@ -50,7 +50,8 @@ def read() -> Reading | None:
     busy = sum(ticks) - ticks[3] - ticks[4] - (ticks[7] if len(ticks) > 7 else 0)
     threads = {}
     for task in (PROC / "self" / "task").iterdir():
-        with contextlib.suppress(OSError, ValueError):  # a thread that ended meanwhile
+        # A thread that ended meanwhile: its files are gone, or read empty while it exits.
+        with contextlib.suppress(OSError, ValueError, IndexError):
             nice = int(_fields((task / "stat").read_text())[16])
             # the scheduler's own nanoseconds (run, waited while runnable): finer than stat's ticks
             run_ns, wait_ns = (int(x) for x in (task / "schedstat").read_text().split()[:2])
@@ -66,7 +67,10 @@ def read() -> Reading | None:
 
 def _fields(stat: str) -> list[str]:
     """A ``/proc/.../stat`` line's fields after the command name (which may hold spaces), state first."""
-    return stat.rsplit(")", 1)[1].split()
+    _, closing, fields = stat.rpartition(")")
+    if not closing:
+        raise ValueError(f"not a stat line: {stat!r}")
+    return fields.split()
 
 
 _PER_SESSION = re.compile(r"^(gen|lane|ears|ThreadPoolExecutor)-.*")

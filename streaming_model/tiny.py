@@ -113,7 +113,7 @@ class TinyBackend:
         costs = measure_costs(self.open_session(identity=0, seed=0), warmup_chunks)
         batching: Batching = "none"
         if max_batch >= 2:
-            batching, batch_p50 = measure_batching(self, max_batch, max(1, warmup_chunks // 2))
+            batching, batch_p50 = measure_batching(self, max_batch, max(3, warmup_chunks // 2))
             costs = msgspec.structs.replace(costs, batch_p50_ms=batch_p50)
         capabilities = Capabilities(
             rollback_depth=JOURNAL,

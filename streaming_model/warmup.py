@@ -66,7 +66,7 @@ def measure_costs(session: BackendSession, chunks: int = 4, audio_frames: int = 
 
 
 def measure_batching(
-    backend: BatchingBackend, max_batch: int, rounds: int = 2, audio_frames: int = 4
+    backend: BatchingBackend, max_batch: int, rounds: int = 3, audio_frames: int = 4
 ) -> tuple[Batching, tuple[float, ...]]:
     """Whether batches are exact on this machine, and a whole chunk's median time for 1..``max_batch``
     sessions at once (``Costs.batch_p50_ms``), from throwaway sessions.
@@ -75,7 +75,8 @@ def measure_batching(
     seeds) one by one, with a voice, and every frame is compared. Number kernels may sum in
     another order at another batch size (fp32 matrix-vector products do; bf16 ones on AVX512-BF16 did
     not), so the answer holds for this machine and this backend's options. Then ``rounds`` timed batches
-    of each size, the sessions' first chunk already behind them."""
+    of each size, the sessions' first chunk already behind them (three by default: the median of three
+    is not one stalled batch on a busy machine, which made a batch of one cost more than a batch of two)."""
     conds = [
         ChunkCondition(
             action=WARMUP_ACTIONS[i % len(WARMUP_ACTIONS)],

@@ -7,10 +7,12 @@ import asyncio
 import re
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from events.priority import lower_this_thread
+from server import cpu_watch
 from server.cpu_watch import CpuWatch, Reading, ThreadTotals, shares, thread_kind
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -106,3 +108,26 @@ def test_totals_keep_the_times_of_threads_that_ended_and_count_a_reused_id_as_a_
     run_s, wait_s = totals.by_kind()["gen"]
     assert (run_s, wait_s) == pytest.approx((3.2, 0.7))  # never less than before: a counter
     assert totals.by_kind()["loop-stall-reporter"] == pytest.approx((0.05, 0.0))
+
+
+def test_a_thread_that_ends_while_it_is_read_is_left_out_and_the_reading_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What /proc shows for an instant: one thread alive, one exiting (its stat reads empty), one gone (its
+    # directory listed, its files not there any more). A copy of the real files, then the exiting ones.
+    (tmp_path / "stat").write_text(Path("/proc/stat").read_text())
+    me = tmp_path / "self"
+    (me / "task").mkdir(parents=True)
+    (me / "stat").write_text(Path("/proc/self/stat").read_text())
+    tid = threading.get_native_id()
+    alive = me / "task" / str(tid)
+    alive.mkdir()
+    for name in ("stat", "schedstat"):
+        (alive / name).write_text(Path(f"/proc/self/task/{tid}/{name}").read_text())
+    exiting = me / "task" / "2"
+    exiting.mkdir()
+    (exiting / "stat").write_text("")
+    (me / "task" / "3").mkdir()
+    monkeypatch.setattr(cpu_watch, "PROC", tmp_path)
+    reading = cpu_watch.read()
+    assert reading is not None and set(reading.threads) == {tid}
