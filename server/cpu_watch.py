@@ -165,6 +165,13 @@ class CpuWatch(OnLoop):
         self.totals = ThreadTotals()
         self._readings: list[Reading] = []
 
+    def by_kind(self) -> dict[str, tuple[float, float]]:
+        """``ThreadTotals.by_kind`` as of now: a reading is taken for it (on the loop's thread, as the
+        periodic ones are), so that a scrape sees all the work done up to it."""
+        if (reading := read()) is not None:
+            self.totals.take(reading, python_threads())
+        return self.totals.by_kind()
+
     async def _run(self) -> None:
         while (reading := read()) is not None:
             self._readings = [*self._readings[-1:], reading]

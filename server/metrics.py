@@ -159,7 +159,7 @@ class _ServerCollector(Collector):
         yield from self._per_session()
 
     def _threads(self) -> Iterator[Metric]:
-        totals = sorted(self.server.cpu.totals.by_kind().items())
+        totals = sorted(self.server.cpu.by_kind().items())
         run = CounterMetricFamily(
             "onstage_thread_cpu_seconds",
             "CPU seconds run by the server's threads, by kind (lane and gen: the generators; loop: the event "
