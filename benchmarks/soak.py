@@ -48,6 +48,7 @@ from reaction import Microphone, sounds, window_counts, window_edges
 from served import rss_mib, served, session_url
 
 from server.client import SessionClient
+from server.cpu_watch import machine_times
 from tests.support.llm_server import LLMServer
 from tests.support.observe import Families, families, observations
 
@@ -243,13 +244,6 @@ def thread_cores(before: Families, after: Families, span_s: float) -> str:
     )
 
 
-def machine_cpu() -> tuple[float, float]:
-    """Busy and stolen CPU seconds of the whole machine so far, summed over cores (Linux: /proc/stat)."""
-    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
-    return (sum(ticks) - ticks[3] - ticks[4] - ticks[7]) * tick_s, ticks[7] * tick_s
-
-
 def on_client_clock(times: list[float], sent: list[float]) -> list[float]:
     """The server's send times moved onto the client's clock by their median offset (so that the rewinds,
     stamped here, fall where they did among them)."""
@@ -341,12 +335,12 @@ debounce_s = 0.05
                     warm_metrics = await asyncio.to_thread(metric_families, base)
                     sampler = asyncio.create_task(rss_samples(base, 30.0))
                     measured = (time.monotonic(), 0.0)
-                    cpu_start = machine_cpu()
+                    cpu_start = machine_times()
                     ids = await drive(
                         client, mic, audio, 60.0 * args.minutes, args.seed, args.rewind_s, rewinds
                     )
                     measured = (measured[0], time.monotonic())
-                    cpu_end = machine_cpu()
+                    cpu_end = machine_times()
                     threads_after = await asyncio.to_thread(metric_families, base)
                     sampler.cancel()
                     rss_trend = await sampler

@@ -38,16 +38,22 @@ class Reading(msgspec.Struct, frozen=True):
     steal_s: float
 
 
+def machine_times() -> tuple[float, float]:
+    """The whole machine's busy and stolen CPU seconds so far, summed over cores (``OSError`` without
+    ``/proc``)."""
+    ticks = [int(x) for x in (PROC / "stat").read_text().split("\n", 1)[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal ...: idle and iowait are not busy; steal is nobody's here
+    steal = ticks[7] if len(ticks) > 7 else 0
+    return (sum(ticks) - ticks[3] - ticks[4] - steal) * _TICK_S, steal * _TICK_S
+
+
 def read() -> Reading | None:
     """The CPU times now, or None where ``/proc`` does not tell them."""
     try:
-        machine = (PROC / "stat").read_text().split("\n", 1)[0].split()[1:]
+        busy_s, steal_s = machine_times()
         process = _fields((PROC / "self" / "stat").read_text())
     except OSError:
         return None
-    ticks = [int(x) for x in machine]
-    # user nice system idle iowait irq softirq steal ...: idle and iowait are not busy; steal is nobody's here
-    busy = sum(ticks) - ticks[3] - ticks[4] - (ticks[7] if len(ticks) > 7 else 0)
     threads = {}
     for task in (PROC / "self" / "task").iterdir():
         # A thread that ended meanwhile: its files are gone, or read empty while it exits.
@@ -60,8 +66,8 @@ def read() -> Reading | None:
         at=time.monotonic(),
         threads=threads,
         process_s=(int(process[11]) + int(process[12])) * _TICK_S,
-        busy_s=busy * _TICK_S,
-        steal_s=(ticks[7] if len(ticks) > 7 else 0) * _TICK_S,
+        busy_s=busy_s,
+        steal_s=steal_s,
     )
 
 
@@ -84,6 +90,11 @@ def thread_kind(name: str) -> str:
     return _PER_SESSION.sub(r"\1", re.sub(r"_\d+$", "", name)).replace("ThreadPoolExecutor", "executor")
 
 
+def kind_of(tid: int, names: dict[int, str]) -> str:
+    """The kind of thread ``tid``: its Python name's (``names``), or ``native`` for a library's own."""
+    return thread_kind(names[tid]) if tid in names else "native"
+
+
 def shares(
     before: Reading, after: Reading, names: dict[int, str]
 ) -> tuple[float, dict[str, tuple[float, float]], dict[str, float]]:
@@ -97,7 +108,7 @@ def shares(
         was = before.threads.get(tid, (0.0, 0.0, 0))
         run, wait = (run_s - was[0]) / span, (wait_s - was[1]) / span
         if run > 0 or wait > 0:
-            kind = thread_kind(names[tid]) if tid in names else "native"
+            kind = kind_of(tid, names)
             label = f"{kind} nice {nice}" if nice else kind
             total = kinds.get(label, (0.0, 0.0))
             kinds[label] = (total[0] + run, total[1] + wait)
@@ -132,13 +143,7 @@ class ThreadTotals:
                 self._ended[kind] = _plus(self._ended.get(kind), run, wait)
                 del self._live[tid]
         for tid, (run, wait, _) in reading.threads.items():
-            kind = (
-                self._live[tid][0]
-                if tid in self._live
-                else thread_kind(names[tid])
-                if tid in names
-                else "native"
-            )
+            kind = self._live[tid][0] if tid in self._live else kind_of(tid, names)
             self._live[tid] = (kind, run, wait)
 
     def by_kind(self) -> dict[str, tuple[float, float]]:

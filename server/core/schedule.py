@@ -158,7 +158,7 @@ class ChunkSchedule:
         """Until when the generated chunk ``m`` may still be replaced: while a regeneration started then
         would still be ready for its send (``time_to_redo``), and no later than just before its first frame
         is due or when the next chunk's generation starts. After it, the next chunk's making may begin."""
-        redo_s = self.typical() * self.redirect_margin if self.redirect else 0.0
+        redo_s = self.redo_s() if self.redirect else 0.0
         return min(self.start_at(m + 1), self.send_at(m) - max(HANDOFF_S, redo_s))
 
     def pause(self) -> None:
@@ -191,10 +191,14 @@ class ChunkSchedule:
         made = self.made_times
         return float(np.percentile(list(made), MAKING_QUANTILE)) if made else self.media.chunk_s / 2
 
+    def redo_s(self) -> float:
+        """The time a regeneration must have before a send: the typical chunk time, with the margin."""
+        return self.typical() * self.redirect_margin
+
     def time_to_redo(self, m: int) -> bool:
         """Whether a regeneration of media chunk ``m`` started now still fits before its send."""
         left = self.send_at(m) - self.clock.time()
-        return self.redirect and left >= self.typical() * self.redirect_margin
+        return self.redirect and left >= self.redo_s()
 
     def decide_by(self, m: int) -> float:
         """Until when a decision of media chunk ``m`` may wait (for the voice) and the chunk, made after
