@@ -31,7 +31,6 @@ import time
 from collections.abc import AsyncIterable, Awaitable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import msgspec
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -55,7 +54,7 @@ from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServerMetrics
 from server.otel import TurnTelemetry
 from server.outbox import Outbox
-from server.responses import client_token, page_file, response
+from server.responses import client_token, page_file, response, target
 from server.sessions import SessionFactory
 from server.vendor import vendor_file
 from server.webrtc.settings import RtcSettings
@@ -190,21 +189,21 @@ class OnstageServer:
         refusal = self._gate.refusal(request.headers)
         if refusal is not None:
             return response(http.HTTPStatus.FORBIDDEN, f"forbidden: {refusal}\n".encode())
-        url = urlsplit(request.path)
-        if url.path in ("/v1/session", "/v1/rtc", "/metrics") and not self._token_ok(request):
+        path, query = target(request)
+        if path in ("/v1/session", "/v1/rtc", "/metrics") and not self._token_ok(request):
             return response(http.HTTPStatus.UNAUTHORIZED, b"unauthorized: missing or bad token\n")
-        if url.path == "/v1/session":
+        if path == "/v1/session":
             return None
-        if url.path == "/v1/rtc":
-            return self._rtc_answer(url.query, request)
-        if url.path == "/healthz":
+        if path == "/v1/rtc":
+            return self._rtc_answer(query, request)
+        if path == "/healthz":
             body = msgspec.json.encode({"status": "ok", "sessions": len(self.sessions)})
             return response(http.HTTPStatus.OK, body, "application/json")
-        if url.path == "/metrics":
+        if path == "/metrics":
             return response(http.HTTPStatus.OK, self.metrics.exposition(), METRICS_CONTENT_TYPE)
-        if (vendored := vendor_file(url.path)) is not None:
+        if (vendored := vendor_file(path)) is not None:
             return response(http.HTTPStatus.OK, *vendored)
-        page = page_file("index.html" if url.path == "/" else url.path.removeprefix("/static/"))
+        page = page_file("index.html" if path == "/" else path.removeprefix("/static/"))
         return page if page is not None else response(http.HTTPStatus.NOT_FOUND, b"not found\n")
 
     async def _rtc_answer(self, query: str, request: Request) -> Response:

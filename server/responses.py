@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import http
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -24,6 +24,15 @@ def page_file(name: str) -> Response | None:
     return response(http.HTTPStatus.OK, path.read_bytes(), CONTENT_TYPES.get(path.suffix, "text/plain"))
 
 
+def target(request: Request) -> tuple[str, str]:
+    """The path and the query of a request's target (``/path?query``, the only form a server is sent).
+
+    Split at the first ``?``, not parsed as a URL: a URL parser reads a path that starts ``//`` as a host
+    and raises on ``//[`` (a 500 where a 404 belongs)."""
+    path, _, query = request.path.partition("?")
+    return path, query
+
+
 def client_token(request: Request) -> str | None:
     """The token of ``Authorization: Bearer`` (one such header) or else of ``?token=`` (for browsers)."""
     bearer = [
@@ -33,7 +42,7 @@ def client_token(request: Request) -> str | None:
     ]
     if len(bearer) == 1:
         return bearer[0]
-    return parse_qs(urlsplit(request.path).query).get("token", [None])[0]
+    return parse_qs(target(request)[1]).get("token", [None])[0]
 
 
 def response(
