@@ -41,7 +41,7 @@ from streaming_model.condition import ChunkCondition  # noqa: E402
 from streaming_model.worker import Cancel  # noqa: E402
 from tests.support.microphone import speak_into  # noqa: E402
 from tests.support.served_process import onstage_serve  # noqa: E402
-from tests.support.serving import serving  # noqa: E402
+from tests.support.serving import serving, until  # noqa: E402
 from tests.support.sound_set import SPEECH, clip  # noqa: E402
 from tests.support.voicing import STILL  # noqa: E402
 
@@ -444,8 +444,10 @@ async def test_a_session_with_the_shared_encoders_hears_its_client_and_speaks(
         async with SessionClient(url) as client:
             await client.start(seed=9)  # the greeter: it says hello
             await client.wait_type("character.speech", state="started", timeout=60)
+            # Its voice reaches the client; heard before the user speaks, whose speech would cut it (on a
+            # loaded machine the barge-in came before the greeting's first voiced chunk was sent).
+            await until(lambda: any(np.frombuffer(a.pcm, "<i2").any() for a in client.received.audio), 60)
             await speak_into(client, np.concatenate([clip(SPEECH[0]), np.zeros(24_000, np.float32)]))
             transcript = await client.wait_type("input.transcript", timeout=60)
             assert words(transcript["text"])
-            assert any(np.frombuffer(a.pcm, "<i2").any() for a in client.received.audio)  # its voice
     await until_no_sessions(ray_server)
