@@ -15,7 +15,9 @@ Segmentation follows silero's ``VADIterator`` and ``get_speech_timestamps``, mad
   carries a voice's pitch (``confirm_pitch``), or once ``unpitched_confirm_ms`` of windows in a row were all
   at or above ``threshold``; only then is ``SpeechStarted`` sent (late by that much, but placed at the
   first voiced window, minus the padding). The pitch is what tells a vowel from a bell's ring or a burst
-  of applause that the model scores as speech (docs/hearing.md has the figures);
+  of applause that the model scores as speech (docs/hearing.md has the figures); and the model, run again
+  from a fresh state over the last second (``recheck_ms``), must still hear speech in the segment: its
+  state, still holding the last speaker, is what makes it score a doorbell or a bark as speech;
 - a segment ends once silence has lasted ``min_silence_ms``; ``SpeechStopped`` is placed at the start of
   the first silent window plus the padding. A segment that ends before it was confirmed sends nothing.
 - inside a confirmed segment, the first silent window after speech gives a ``SilenceBegan`` hint at once
@@ -69,6 +71,12 @@ class VadConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     pitch_max_hz: float = 500.0
     pitch_clarity: float = 0.6
     """How periodic (the NSDF peak, 0..1, as in ``events.levels``) a voiced window must be."""
+    recheck_ms: float = 1000.0
+    """A start that a pitch would confirm is first scored again by the model from a fresh state over this
+    much of the stream before it: one of the segment's windows must reach ``threshold`` there too. The
+    model's state carries the last speaker for seconds, and with it scores a sound after speech (a
+    doorbell, a bark) as speech; from a fresh state it mostly does not, while a voice does. A start the
+    recheck refuses is tried again at the next window. 0 turns this off."""
     unpitched_confirm_ms: float = 320.0
     """Windows all at or above ``threshold`` for this long confirm a start without a pitch (whispers);
     0 turns this off."""
@@ -93,6 +101,7 @@ class VadConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             "edge_search_ms",
             "edge_margin_db",
             "unpitched_confirm_ms",
+            "recheck_ms",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
@@ -178,7 +187,8 @@ class VoiceDetector:
         self._search = _samples(self.config.edge_search_ms) // FRAME * FRAME
         # Refinement looks back from the newest window over the search span plus the silence (or the speech)
         # that had to pass before the boundary was decided.
-        span = self._search + max(self._min_silence, self._min_speech) + 3 * WINDOW
+        self._recheck = _samples(self.config.recheck_ms)
+        span = self._search + max(self._min_silence, self._min_speech, self._recheck) + 3 * WINDOW
         self._recent = _Recent(1 << (span - 1).bit_length())
         # The model's input: 64 samples of context followed by the window being filled.
         self._input = np.zeros((1, CONTEXT + WINDOW), dtype=np.float32)
@@ -257,7 +267,7 @@ class VoiceDetector:
         if end - self._segment_start < self._min_speech:
             return
         loud = self._loud_since is not None and self._unpitched and end - self._loud_since >= self._unpitched
-        if not (loud or self._pitched(end)):
+        if not (loud or (self._pitched(end) and self._rechecked(end))):
             return
         self._confirmed = True
         at = max(self._refine_start(self._segment_start) - self._pad, self._last_end, 0)
@@ -273,6 +283,25 @@ class VoiceDetector:
         if end - PITCH_WINDOW < self.position - self._recent.size:
             return False
         return self._pitch(self._recent.get(end - PITCH_WINDOW, end)) is not None
+
+    def _rechecked(self, end: int) -> bool:
+        """Whether the model, run from a fresh state over the ``recheck_ms`` before ``end``, scores one of the
+        open segment's windows at ``threshold`` or more (``VadConfig.recheck_ms``)."""
+        assert self._segment_start is not None
+        if not self._recheck:
+            return True
+        first = max(end - self._recheck, self.position - self._recent.size, 0)
+        first = end - (end - first) // WINDOW * WINDOW  # on the stream's window grid
+        state = np.zeros_like(self._state)
+        x = np.zeros((1, CONTEXT + WINDOW), dtype=np.float32)
+        best = 0.0
+        for start in range(first, end, WINDOW):
+            x[0, CONTEXT:] = self._recent.get(start, start + WINDOW)
+            out, state = self._session.run(None, {"input": x, "state": state, "sr": self._sr})
+            x[0, :CONTEXT] = x[0, -CONTEXT:]
+            if start >= self._segment_start:
+                best = max(best, float(out[0, 0]))
+        return best >= self.config.threshold
 
     def _silence_began(self, heard: int) -> SilenceBegan:
         assert self._segment_start is not None
