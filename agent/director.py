@@ -305,6 +305,17 @@ class Director:
             if not self.busy and self._due is None and not self._inbox:
                 return
 
+    def unanswered(self) -> tuple[str, ...]:
+        """The inputs this Director has taken on and not answered yet (in the run in flight, waiting for
+        the next, or not read yet), oldest first."""
+        running = self._run_causes if self.busy else ()
+        unread = (e.id for e in self._inbox if self.answers(e))
+        return tuple(dict.fromkeys((*running, *self._causes, *unread)))
+
+    def give_up(self, causes: tuple[str, ...], detail: str) -> None:
+        """Tell the client that inputs another Director took on will not show (``stale``, ``detail``)."""
+        self._unshown(causes, "stale", detail)
+
     async def history(self) -> list[dict[str, Any]]:
         """The conversation as the next call will send it (without the system prompt)."""
         snapshot = await self._graph.aget_state(self._thread)

@@ -553,6 +553,11 @@ class Realizer:
         for a story checkpoint: ``restore`` it and the same inputs give the same chunks again."""
         return RealizerSnapshot(copy.deepcopy({name: getattr(self, name) for name in _SNAPSHOT_FIELDS}))
 
+    def state(self) -> RealizerState:
+        """What ``snapshot`` holds, as plain data, without copying it: it shares the realizer's own objects,
+        so encode it before the realizer moves on (a handover note does, on the spot)."""
+        return RealizerSnapshot({name: getattr(self, name) for name in _SNAPSHOT_FIELDS}).to_state()
+
     def restore(self, snapshot: RealizerSnapshot) -> None:
         """Go back to a ``snapshot`` (tick listeners such as a script keep their own state). An input whose
         block was waiting and is not in the snapshot is told stale: the rewind took its only chance to show."""
@@ -634,6 +639,14 @@ class Realizer:
         if self.voice == "server":
             self._owed_start(entry, voice)
             self._publish_speech(entry, voice, "interrupted", heard_text)
+
+    def cut_voices(self) -> list[str]:
+        """End, as interrupted, every speech already cued to a voice: the voice playing it is gone (another
+        front end took the session over), so none of it sounds from here on. Their speech ids."""
+        cut = [speech_id for speech_id, (_, voice) in self._voices.items() if voice.cued is not None]
+        for speech_id in cut:
+            self.speech_interrupted(speech_id, "")
+        return cut
 
     # ------------------------------------------------------------------------------------- tick
 

@@ -380,6 +380,22 @@ class Fired(msgspec.Struct, frozen=True):
     cause: str | None
 
 
+class RunnerState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a ``ScriptRunner`` is in its script, as plain data (``ScriptRunner.state``): the script, the
+    chunk its timeline began at, the next timeline entry and loop, when each trigger last fired, the
+    triggers spent, the last user activity, the silence triggers armed, and the newest firings."""
+
+    script: Script
+    start: int | None
+    next_entry: int
+    loop: int
+    last_fired: dict[int, int]
+    spent: list[int]
+    last_activity: int
+    silence_armed: dict[int, bool]
+    fired: list[Fired]
+
+
 class ScriptRunner:
     """Runs a script against a realizer: the timeline on the frame clock, triggers on events.
 
@@ -400,6 +416,34 @@ class ScriptRunner:
         self._spent: set[int] = set()
         self._last_activity = 0
         self._silence_armed: dict[int, bool] = {}
+
+    def state(self) -> RunnerState:
+        """Where the runner is, for another front end to go on from (``from_state``)."""
+        return RunnerState(
+            script=self.script,
+            start=self._start,
+            next_entry=self._next_entry,
+            loop=self._loop,
+            last_fired=dict(self._last_fired),
+            spent=sorted(self._spent),
+            last_activity=self._last_activity,
+            silence_armed=dict(self._silence_armed),
+            fired=list(self.fired),
+        )
+
+    @classmethod
+    def from_state(cls, state: RunnerState, realizer: Realizer) -> ScriptRunner:
+        """A runner that goes on where ``state`` was: its timeline is not started again, and spent or
+        cooling triggers stay so. ``attach`` it as a new one."""
+        runner = cls(state.script, realizer)
+        runner.fired.extend(state.fired)
+        runner._start = state.start
+        runner._next_entry, runner._loop = state.next_entry, state.loop
+        runner._last_fired = dict(state.last_fired)
+        runner._spent = set(state.spent)
+        runner._last_activity = state.last_activity
+        runner._silence_armed = dict(state.silence_armed)
+        return runner
 
     def attach(self) -> None:
         """Follow the realizer's clock from its next tick."""

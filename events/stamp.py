@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from typing import Any, TypeVar
 
@@ -18,14 +17,17 @@ class Stamper:
     ``t_ns`` filled in. Pass ``t_ns`` to stamp an event that arrived earlier than it is made.
     """
 
-    def __init__(self, session: str, prefix: str = "e") -> None:
+    def __init__(self, session: str, prefix: str = "e", issued: int = 0) -> None:
+        """``issued``: ids already given out for this session (elsewhere): numbering goes on after them."""
         self.session = session
         self._prefix = prefix
-        self._counter = itertools.count(1)
+        self.issued = issued
+        """How many ids this session has given out."""
 
     def next_id(self) -> str:
         """Reserve the next event id of this session."""
-        return f"{self._prefix}{next(self._counter)}"
+        self.issued += 1
+        return f"{self._prefix}{self.issued}"
 
     def __call__(self, event_type: type[E], *, t_ns: int | None = None, **fields: Any) -> E:
         return event_type(

@@ -16,11 +16,13 @@ afresh from the note. A story session keeps no such note: its story lives in thi
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import msgspec
 import openai
 
 from agent.director_config import ConfigError, DirectorConfig, Mind, choose_mind, load_config
+from agent.handover import HandoverError, Resumed, take_over
 from agent.llm import chat_client
 from agent.minds import Minds
 from agent.reflex import ReflexConfig
@@ -45,12 +47,14 @@ from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
 from streaming_model.lanes import Lanes
-from streaming_model.pool import LocalWorkers, Resumable, WorkerPool
+from streaming_model.pool import Claimed, LocalWorkers, Resumable, WorkerPool
 from streaming_model.worker import GeneratorWorker
 from streaming_model.world.palette import NUM_IDENTITIES
 from tools.character import build_toolbox
 from tools.registry import ToolBox
 from tools.story import register_story_tools
+
+log = logging.getLogger(__name__)
 
 CHARACTERS: tuple[str, ...] = ("fox", "blue", "green", "magenta", "violet", "yellow")[:NUM_IDENTITIES]
 DEFAULT_PLAN = "greeter"
@@ -193,9 +197,10 @@ class SessionFactory:
 
     async def take_over(self, session_id: str, resume_token: str) -> Conductor | None:
         """Session ``session_id`` of another front end (alive or not), if the pool holds its generator and
-        ``resume_token`` is its token: new minds from its start note, around its generator, which goes on
-        from the chunk it had reached (the front end that had it is refused from then on). None if the
-        pool knows no such session."""
+        ``resume_token`` is its token: its minds as that front end noted them with the last chunk made
+        (``agent.handover``), around its generator, which goes on from there (the front end that had it is
+        refused from then on). Minds that were never noted, or cannot be read, start afresh from the
+        session's start note (logged). None if the pool knows no such session."""
         claimed = await self.workers.claim(session_id, resume_token)
         if claimed is None:
             return None
@@ -203,11 +208,19 @@ class SessionFactory:
             start = msgspec.json.decode(claimed.note, type=p.SessionStart)
             _, script = await asyncio.to_thread(self._load, start)
             conductor, _ = self._wire(session_id, script, self._mind(start), claimed.worker)
+            resumed = await self._take_minds(conductor, claimed)
         except BaseException:
             await claimed.worker.close()
             raise
-        await conductor.continue_from(claimed.next_chunk, None)
+        await conductor.continue_from(claimed.next_chunk, None, resumed)
         return conductor
+
+    async def _take_minds(self, conductor: Conductor, claimed: Claimed) -> Resumed | None:
+        try:
+            return await take_over(conductor.minds, claimed.notes, claimed.next_chunk)
+        except HandoverError as exc:
+            log.warning("session %s: its minds start afresh on this front end: %s", conductor.session_id, exc)
+            return None
 
     async def _story_store(self) -> CheckpointStore:
         if self._store is None:

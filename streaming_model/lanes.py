@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -241,6 +241,12 @@ class LaneWorker:
             lambda: Producer(lane.backend.open_session(identity, seed, reference), lane.manifest)
         )
         self._closed = False
+
+    hands_over = False
+    """No other front end can take over a session in this process."""
+
+    def keep(self, notes: Mapping[str, bytes]) -> None:
+        """Nothing to keep: no other front end can take this session over."""
 
     @property
     def producer(self) -> Producer:

@@ -24,8 +24,8 @@ import hashlib
 import os
 import secrets
 import weakref
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -63,11 +63,13 @@ class Resumable(msgspec.Struct, frozen=True, kw_only=True):
 @dataclass(frozen=True)
 class Claimed:
     """A session taken over from another front end: its worker (this front end's from now on), the note
-    it was opened with, and the chunk its generator makes next (the picture goes on from there)."""
+    it was opened with, the chunk its generator makes next (the picture goes on from there), and the notes
+    the other front end kept with the last chunk made (``GeneratorWorker.keep``: its minds then)."""
 
     worker: GeneratorWorker
     note: bytes
     next_chunk: int
+    notes: Mapping[str, bytes] = field(default_factory=dict)
 
 
 class WorkerPool(Protocol):

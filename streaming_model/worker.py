@@ -26,7 +26,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
@@ -114,6 +114,18 @@ class GeneratorWorker(Protocol):
     """Set by the session while its client is away: it asks for no chunks meanwhile, so its pool does not
     count it in the generators' load (``streaming_model.pool.MeasuredPool``)."""
 
+    @property
+    def hands_over(self) -> bool:
+        """Whether another front end could take the session over (``streaming_model.pool.Claimed``): then
+        the session ``keep``s its minds' notes with the generator."""
+        ...
+
+    def keep(self, notes: Mapping[str, bytes]) -> None:
+        """Keep ``notes`` (the minds after the decision of the chunk asked for next; a note of a name given
+        before replaces it) with the generator state, from the next chunk made on: a front end that takes
+        the session over gets the notes of the last chunk made (``Claimed.notes``)."""
+        ...
+
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
@@ -190,6 +202,12 @@ class ModelWorker:
             lambda: Producer(backend.open_session(identity, seed, reference), backend.manifest)
         )
         self._closed = False
+
+    hands_over = False
+    """No other front end can take over a session in this process."""
+
+    def keep(self, notes: Mapping[str, bytes]) -> None:
+        """Nothing to keep: no other front end can take this session over."""
 
     @property
     def producer(self) -> Producer:

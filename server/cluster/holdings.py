@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from streaming_model.pool import Resumable, TakenOver
 from streaming_model.producer import Producer
@@ -41,6 +41,8 @@ class Place:
     resumable: Resumable | None = None
     saved: Future[tuple[int, bytes]] | None = None
     """The session's latest state being exported (its chunk index, bytes)."""
+    notes: dict[str, bytes] = field(default_factory=dict)
+    """What the front end keeps with the session (its minds), as of the last chunk made."""
 
 
 class Holdings:

@@ -21,7 +21,7 @@ import itertools
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -67,6 +67,7 @@ class RemoteWorker:
         seed: int,
         resumable: Resumable | None = None,
         start: tuple[int, bytes | None] = (0, None),
+        notes: dict[str, bytes] | None = None,
     ) -> None:
         self.pool = pool
         self.slot = slot
@@ -94,6 +95,17 @@ class RemoteWorker:
         self._since: dict[int, ChunkCondition] = {}  # conditions of the chunks committed after it
         self._fetching: asyncio.Task[None] | None = None
         self._history = 0  # goes up when the session is restored: a state fetched before is of another
+        self._notes: dict[str, bytes] = {}  # kept, not yet sent with a chunk made
+        self._made_notes: dict[str, bytes] = dict(notes or {})  # what the slot keeps (the last chunk made)
+
+    @property
+    def hands_over(self) -> bool:
+        """Whether another front end could claim the session (it was opened with a ``Resumable`` note)."""
+        return self.resumable is not None
+
+    def keep(self, notes: Mapping[str, bytes]) -> None:
+        """Send ``notes`` with the next chunk call; the slot keeps them once that chunk is made."""
+        self._notes.update(notes)
 
     async def produce(
         self, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
@@ -143,14 +155,20 @@ class RemoteWorker:
         self, method: str, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         call, owner = next(self._calls), self.pool.owner
+        notes = dict(self._notes)
 
         def submit(slot: ActorHandle) -> Any:
             # The listener runs on the thread that sets the flag; submitting an actor call does not wait.
-            ref = getattr(slot, method).remote(self.key, owner, call, cond, finish)
+            ref = getattr(slot, method).remote(self.key, owner, call, cond, finish, notes or None)
             cancel.when_set(lambda: slot.cancel.remote(self.key, owner, call))
             return ref
 
         out, finish_s, commit_s = await self._call(submit)
+        if out is not None:  # made: the slot keeps the notes now (a later keep of a name stays to send)
+            self._made_notes.update(notes)
+            for name, note in notes.items():
+                if self._notes.get(name) is note:
+                    del self._notes[name]
         if finish_s is not None:
             self.finish_times.append(finish_s)
         if method == "produce":
@@ -204,7 +222,9 @@ class RemoteWorker:
         replayable = state is not None or from_start
         replay = [self._since[i] for i in range(start, self._index)] if replayable else []
         owner = self.pool.owner
-        await slot.adopt.remote(self.key, owner, self.identity, self.seed, state, replay, self.resumable)
+        await slot.adopt.remote(
+            self.key, owner, self.identity, self.seed, state, replay, self.resumable, self._made_notes
+        )
         self.slot, self.node = slot, node
         caps = self.manifest.capabilities
         moved = WorkerMoved(
@@ -346,9 +366,9 @@ class RaySlots:
                 return None
             resumable = Resumable.of(got.note, resume_token)
             worker = RemoteWorker(
-                self, slot, node, name, got.identity, got.seed, resumable, (got.index, got.state)
+                self, slot, node, name, got.identity, got.seed, resumable, (got.index, got.state), got.notes
             )
-            return Claimed(worker=worker, note=got.note, next_chunk=got.index)
+            return Claimed(worker=worker, note=got.note, next_chunk=got.index, notes=got.notes)
         return None
 
     async def reserve(self, name: str, exclude: ActorHandle | None = None) -> tuple[ActorHandle, str]:

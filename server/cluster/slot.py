@@ -3,11 +3,11 @@
     slot = GeneratorSlot.options(resources={"onstage_slot": 1}).remote("tiny", {}, 1, 1, 4)
     ok = await slot.reserve.remote("ab12", "fe-1", 10.0)       # False: the slot is full
     await slot.open.remote("ab12", "fe-1", identity=2, seed=7, resumable=note)
-    jpegs, finish_s, commit_s = await slot.produce.remote("ab12", "fe-1", 0, cond, finish)
+    jpegs, finish_s, commit_s = await slot.produce.remote("ab12", "fe-1", 0, cond, finish, notes)
     slot.cancel.remote("ab12", "fe-1", 0)                       # lands while produce runs
     slot.renew.remote("fe-1", 10.0)                             # front end fe-1 is alive
     index, state = await slot.saved.remote("ab12", "fe-1", -1)  # the latest saved state, or None
-    await other_slot.adopt.remote("ab12", "fe-1", 2, 7, state, conds, note)   # continue it there
+    await other_slot.adopt.remote("ab12", "fe-1", 2, 7, state, conds, note, notes)   # continue it there
     claim = await slot.claim.remote("ab12", resume_token, "fe-2", 10.0)       # front end fe-2 takes it
 
 Every session call names the front end making it (``owner``): the slot's books (``holdings``) say which
@@ -35,7 +35,9 @@ chunks committed since, regenerated under their conditions.
 
 A claim (a client resumed the session through another front end) runs on the chunk thread, so it comes
 between two chunks: the session's state then is final, and the claiming front end gets it (exported) with
-the session's note, so that it can move the session on its own if this slot dies.
+the session's note, so that it can move the session on its own if this slot dies. A chunk call may carry
+the front end's notes (its minds after deciding that chunk, ``agent.handover``): they are kept once the
+chunk is made (a cancelled call's are not), so the claim hands over the minds that match the generator.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class SlotClaim(msgspec.Struct, frozen=True, kw_only=True):
     seed: int
     index: int
     state: bytes | None
+    notes: dict[str, bytes] = {}
+    """What the front end that had it kept with its last chunk made (``produce``'s ``notes``)."""
 
 
 @ray.remote(concurrency_groups={"control": 2})  # type: ignore[call-overload]  # (missing from its stubs)
@@ -182,34 +186,50 @@ class GeneratorSlot:
         state: object | None,
         conds: list[ChunkCondition],
         resumable: Resumable | None = None,
+        notes: dict[str, bytes] | None = None,
     ) -> None:
         """Take over session ``key`` from a slot that died: open it (``owner`` must hold a reservation),
         restore its saved ``state`` (None: it had none, it starts fresh) and regenerate the chunks committed
-        since, under their conditions ``conds``; deterministic backends come out exactly where it was."""
+        since, under their conditions ``conds``; deterministic backends come out exactly where it was.
+        ``notes``: what the front end keeps with it, as of the last of those chunks."""
         self.open(key, owner, identity, seed, resumable)
         with self._lock:
             session = self._books.session(key, owner)
+            self._books.place(key, owner).notes.update(notes or {})
         if state is not None:
             session.restore_state(state)
         for cond in conds:
             session.produce(cond, threading.Event(), _discard, deque(maxlen=1))
 
     def produce(
-        self, key: str, owner: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
+        self,
+        key: str,
+        owner: str,
+        call: int,
+        cond: ChunkCondition,
+        finish: Callable[[np.ndarray], T],
+        notes: dict[str, bytes] | None = None,
     ) -> tuple[T | None, float | None, float]:
         """``Producer.produce`` for session ``key``: the finished chunk (None if cancelled), the seconds
-        finishing took, and the seconds committing the chunk before it took."""
+        finishing took, and the seconds committing the chunk before it took. ``notes`` are kept with the
+        session once the chunk is made."""
         with self._lock:
             place = self._books.place(key, owner)
         if place.session is not None and place.session.index % self._every == 0:
             self._save(place, place.session)
-        return self._chunk("produce", key, owner, call, cond, finish)
+        return self._chunk("produce", key, owner, call, cond, finish, notes)
 
     def replace(
-        self, key: str, owner: str, call: int, cond: ChunkCondition, finish: Callable[[np.ndarray], T]
+        self,
+        key: str,
+        owner: str,
+        call: int,
+        cond: ChunkCondition,
+        finish: Callable[[np.ndarray], T],
+        notes: dict[str, bytes] | None = None,
     ) -> tuple[T | None, float | None, float]:
         """``Producer.replace`` for session ``key``, as ``produce``."""
-        return self._chunk("replace", key, owner, call, cond, finish)
+        return self._chunk("replace", key, owner, call, cond, finish, notes)
 
     def capture(self, key: str, owner: str) -> bytes:
         """Session ``key``'s state as portable bytes (what a story store or another slot takes)."""
@@ -245,6 +265,7 @@ class GeneratorSlot:
             seed=place.seed,
             index=session.index,
             state=session.export() if exports else None,
+            notes=dict(place.notes),
         )
 
     def close(self, key: str, owner: str) -> None:
@@ -295,8 +316,10 @@ class GeneratorSlot:
         call: int,
         cond: ChunkCondition,
         finish: Callable[..., T],
+        notes: dict[str, bytes] | None,
     ) -> tuple[T | None, float | None, float]:
         with self._lock:
+            place = self._books.place(key, owner)
             session = self._books.session(key, owner)
             # Cancels that came after their call ended are no longer wanted.
             for old in [f for f in self._flags if f[:2] == (key, owner) and f[2] < call]:
@@ -310,6 +333,9 @@ class GeneratorSlot:
             self._generating = None
             with self._lock:
                 self._flags.pop((key, owner, call), None)
+        if out is not None and notes:
+            with self._lock:
+                place.notes.update(notes)
         return out, (took[0] if took else None), session.take_commit_s()
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import msgspec
 
+from agent.handover import Handover, Resumed
 from agent.minds import Minds
 from agent.script import ScriptError, load_script, script_from_builtins
 from agent.story.format import StoryError
@@ -197,6 +198,9 @@ class Conductor:
         self.story: StoryPlayer | None = None
         self._story_moved = False
         self._restoring = False  # a story rewind or resume is putting a checkpoint back
+        self._resumed: Resumed | None = None  # another front end's minds, taken over
+        # What another front end taking the session over needs of its minds, kept with each chunk.
+        self._handover = Handover(minds) if worker.hands_over else None
         self.on_fatal: Callable[[str, BaseException], Coroutine[Any, Any, None]] | None = None
         """Set by the server: called once, with the task's name and its exception, if a task the session
         needs fails."""
@@ -224,6 +228,8 @@ class Conductor:
         notices = self.notices.loops()
         await self.ears.start()
         self.minds.start()
+        if self._resumed is not None:
+            self._resumed.tell(self.minds)
         if self.story is not None:
             self.story.subscribe(self._on_story_move)
             self._on_story_move(self.story.view())
@@ -236,13 +242,19 @@ class Conductor:
         for task in self._tasks:
             task.add_done_callback(self._task_done)
 
-    async def continue_from(self, chunk: int, generator_state: object | None) -> None:
-        """Before ``start``: go on from a checkpoint (a revived session): the generator's state, and the
-        chunk the realizer decides next. The media clock of the new connection starts at 0."""
+    async def continue_from(
+        self, chunk: int, generator_state: object | None, resumed: Resumed | None = None
+    ) -> None:
+        """Before ``start``: go on from a checkpoint (a revived session) or from another front end's
+        session (``resumed``, its minds already taken over): the generator's state, and the chunk the
+        realizer decides next. The media clock of the new connection starts at 0."""
         if generator_state is not None:
             await self.worker.restore_state(generator_state)
         self._k = chunk
         self._restoring = True  # the first story.state (at start) says how exactly it continues
+        if resumed is not None:
+            self.stamper.issued = resumed.events_issued
+            self._resumed = resumed
 
     def attach(self, sink: Sink | None) -> None:
         """Point outputs at a new connection (resume), or at nothing while the client is away: then the
@@ -490,6 +502,7 @@ class Conductor:
         started = schedule.now()
         assert redo.out is not None
         try:
+            await self._keep_minds()
             jpegs = await self.worker.replace(redo.out.condition, cancel, self._encode)
         finally:
             timer.cancel()
@@ -526,6 +539,7 @@ class Conductor:
         late: Redecision | None = None  # a new decision that came after the denoising had finished
         while True:
             cancel = Cancel()
+            await self._keep_minds()
             job = asyncio.ensure_future(self.worker.produce(chunk.condition, cancel, self._encode))
             redo = await self._watch(job, chunk, reflects)
             if redo is None:
@@ -552,6 +566,12 @@ class Conductor:
         if late is not None:
             chunk, _ = await self._replace(chunk, late)
         return chunk
+
+    async def _keep_minds(self) -> None:
+        """Where another front end could take the session over: the minds as they are after deciding the
+        chunk about to be made go with it (``agent.handover``)."""
+        if self._handover is not None:
+            self.worker.keep(await self._handover.notes(events_issued=self.stamper.issued))
 
     def _last_commit_s(self) -> float:
         """Seconds the produce that just returned spent committing the chunk before its own."""

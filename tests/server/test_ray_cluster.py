@@ -333,6 +333,57 @@ async def test_a_session_resumed_through_a_second_front_end_continues_its_pictur
     await until_no_sessions(ray_server)
 
 
+TWO_LINES: dict[str, Any] = {
+    "name": "two lines",
+    "idle": {"actions": []},
+    "timeline": [
+        {"at_s": 0.5, "behaviors": [{"kind": "speech", "id": "first", "text": "First."}]},
+        {"at_s": 8.0, "behaviors": [{"kind": "speech", "id": "second", "text": "Second."}]},
+    ],
+}
+"""A plan whose second line comes well after a resume that follows its first (the generator keeps real
+time, so that is chunk 48 however slow the machine's wall clock)."""
+
+
+async def wave(client: SessionClient) -> str:
+    """Send a wave; the event id the server gave it."""
+    since = len(client.received.messages)
+    await client.send({"type": "input.gesture", "gesture": "wave"})
+    accepted = await client.wait_for(
+        lambda m: m.get("type") == "input.accepted" and m.get("kind") == "gesture", since=since
+    )
+    return str(accepted["event_id"])
+
+
+def spoken(client: SessionClient, state: str) -> list[str]:
+    return [
+        m["text"]
+        for _, m in client.received.messages
+        if m.get("type") == "character.speech" and m.get("state") == state
+    ]
+
+
+async def test_a_session_resumed_through_a_second_front_end_keeps_its_minds(
+    ray_server: OnstageServer, second_front_end: OnstageServer
+) -> None:
+    async with SessionClient(url_of(ray_server)) as first:
+        started = await first.start(seed=45, director="script", plan=TWO_LINES)
+        await first.wait_type("character.speech", timeout=60, text="First.", state="ended")
+        on_a = await wave(first)
+        async with SessionClient(url_of(second_front_end)) as second:
+            await second.start(resume=resume_of(started))
+            took_over_at = (await second.wait_frame(lambda f: True, timeout=60)).header["gen_chunk"]
+            # The plan goes on where it was: its second line at its time, its first not again.
+            await second.wait_type("character.speech", timeout=60, text="Second.", state="started")
+            assert took_over_at < 48, "the resume came after the second line was due: nothing shown"
+            assert "First." not in spoken(second, "started"), second.received.messages
+            # Event ids go on from those front end A gave out: an input is never named as an earlier one.
+            on_b = await wave(second)
+            assert int(on_b.removeprefix("e")) > int(on_a.removeprefix("e")), (on_a, on_b)
+    await until_no_sessions(second_front_end)
+    await until_no_sessions(ray_server)
+
+
 async def test_a_killed_front_end_frees_its_slots_within_its_lease_and_its_session_resumes_elsewhere(
     cluster: Cluster,
     ray_server: OnstageServer,
