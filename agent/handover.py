@@ -7,9 +7,12 @@ session over goes on where the minds were instead of from the session's start.
     ...                                                           # (another front end)
     resumed = await take_over(minds, notes, next_chunk)           # before minds.start()
 
-Two notes, so that what is large travels only when it changed: ``minds`` (every chunk: the realizer, the
-scripted plan's place in its timeline and triggers, the inputs the Director owes, the session's event
-numbering) and ``director`` (the Director's memory, after each of its runs). Both are versioned blobs
+Notes by name, so that what is large travels only when it changed: ``minds`` (every chunk: the realizer,
+the scripted plan's place in its timeline and triggers, the inputs the Director owes, the session's event
+numbering, a story's place between its checkpoints), ``director`` (the Director's memory, after each of its
+runs), and for a story session ``story`` (its record: the story, its branches and history) and
+``checkpoint/<id>`` (each checkpoint as its store holds it, sent when written), so that the new front
+end's story store holds the session as the first one's did (a rewind there works). All are versioned blobs
 (``streaming_model.blobs``), so a front end of another version refuses them rather than misreading them.
 """
 
@@ -25,10 +28,14 @@ from agent.director import DirectorMemory
 from agent.minds import Minds
 from agent.realizer import RealizerSnapshot, RealizerState
 from agent.script import RunnerState, ScriptRunner
+from agent.story.player import StoryPlayer, StoryProgress
+from agent.story.store import CheckpointRow, CheckpointStore, StoryRows
 from streaming_model.blobs import VERSION, BlobError, unwrap, wrap
 
 MINDS = "minds"
 DIRECTOR = "director"
+STORY = "story"
+CHECKPOINT = "checkpoint/"
 
 
 class HandoverError(ValueError):
@@ -46,6 +53,7 @@ class _MindsNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     script: RunnerState | None
     unanswered: list[str]
     """Inputs the Director had taken on and not answered."""
+    story: StoryProgress | None
 
 
 class _DirectorNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -54,16 +62,31 @@ class _DirectorNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     memory: DirectorMemory
 
 
+class _StoryNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    version: int
+    kind: Literal["story"]
+    record: bytes
+    """The story store's record of the session, as stored."""
+
+
+class _CheckpointNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    version: int
+    kind: Literal["checkpoint"]
+    row: CheckpointRow
+
+
 class Handover:
     """Takes a session's notes for a front end that may take it over."""
 
     def __init__(self, minds: Minds) -> None:
         self.minds = minds
         self._director_runs = 0  # the Director's runs when its memory was last noted
+        self._story_saves = 0  # the story's writes to its store when its rows were last noted
+        self._checkpoints: dict[str, float] = {}  # checkpoints noted, with the time each was written
 
-    async def notes(self, *, events_issued: int) -> dict[str, bytes]:
+    async def notes(self, *, events_issued: int, story: StoryPlayer | None = None) -> dict[str, bytes]:
         """The minds' notes now (after a chunk's decision); the Director's only when a run of it ended
-        since it was last noted."""
+        since it was last noted; ``story``'s rows only when it wrote to its store since."""
         minds = self.minds
         note = _MindsNote(
             version=VERSION,
@@ -73,6 +96,7 @@ class Handover:
             realizer=minds.realizer.state(),
             script=minds.script.state() if minds.script is not None else None,
             unanswered=list(minds.director.unanswered()) if minds.director is not None else [],
+            story=story.progress() if story is not None else None,
         )
         notes = {MINDS: wrap(note)}  # encoded now: the note shares the realizer's own objects
         director = minds.director
@@ -80,6 +104,20 @@ class Handover:
             self._director_runs = director.stats.runs
             memory = await director.snapshot()
             notes[DIRECTOR] = wrap(_DirectorNote(version=VERSION, kind="director", memory=memory))
+        if story is not None and story.saves != self._story_saves:
+            self._story_saves = story.saves
+            notes.update(await self._story_rows(story))
+        return notes
+
+    async def _story_rows(self, story: StoryPlayer) -> dict[str, bytes]:
+        """The story's record, and its checkpoints written since they were last noted."""
+        rows = await story.store.rows(story.session, self._checkpoints)
+        if rows is None:
+            return {}
+        notes = {STORY: wrap(_StoryNote(version=VERSION, kind="story", record=rows.record))}
+        for row in rows.checkpoints:
+            self._checkpoints[row.id] = row.created
+            notes[CHECKPOINT + row.id] = wrap(_CheckpointNote(version=VERSION, kind="checkpoint", row=row))
         return notes
 
 
@@ -91,6 +129,8 @@ class Resumed:
     events_issued: int
     unanswered: tuple[str, ...]
     """Inputs the other front end's Director had taken on and not answered."""
+    story: StoryProgress | None = None
+    """Where a story session's play was (``adopt_story`` goes on from it)."""
 
     def tell(self, minds: Minds) -> None:
         """Once the session's notices listen: speech cued to the other front end's voice ends as
@@ -120,4 +160,27 @@ async def take_over(minds: Minds, notes: Mapping[str, bytes], next_chunk: int) -
         minds.script = ScriptRunner.from_state(note.script, minds.realizer)
     if minds.director is not None and director is not None:
         await minds.director.restore(director.memory)
-    return Resumed(events_issued=note.events, unanswered=tuple(note.unanswered))
+    return Resumed(events_issued=note.events, unanswered=tuple(note.unanswered), story=note.story)
+
+
+async def adopt_story(
+    store: CheckpointStore, notes: Mapping[str, bytes], resumed: Resumed, *, session: str, minds: Minds
+) -> StoryPlayer:
+    """A story session taken over (``take_over`` first): its record and checkpoints from ``notes`` go into
+    ``store``, and its player goes on where ``resumed`` says. ``HandoverError`` if they cannot be read;
+    ``StoryError`` if the story no longer compiles here."""
+    if resumed.story is None or STORY not in notes:
+        raise HandoverError("the session's story was never noted")
+    try:
+        record = unwrap(notes[STORY], "story", _StoryNote).record
+        rows = [
+            unwrap(blob, "checkpoint", _CheckpointNote).row
+            for name, blob in notes.items()
+            if name.startswith(CHECKPOINT)
+        ]
+    except BlobError as exc:
+        raise HandoverError(f"the session's story cannot be read: {exc}") from None
+    await store.add_rows(StoryRows(session=session, record=record, checkpoints=rows))
+    return await StoryPlayer.adopt(
+        store, minds.realizer, resumed.story, session=session, director=minds.director, bus=minds.bus
+    )

@@ -22,7 +22,7 @@ import msgspec
 import openai
 
 from agent.director_config import ConfigError, DirectorConfig, Mind, choose_mind, load_config
-from agent.handover import HandoverError, Resumed, take_over
+from agent.handover import HandoverError, Resumed, adopt_story, take_over
 from agent.llm import chat_client
 from agent.minds import Minds
 from agent.reflex import ReflexConfig
@@ -143,7 +143,7 @@ class SessionFactory:
     ) -> tuple[Conductor, p.SessionStarted]:
         """A conductor for ``start`` (not started yet); ``ValueError`` names a bad field."""
         story, script = await asyncio.to_thread(self._load, start)
-        note = Resumable.of(msgspec.json.encode(start), resume_token) if story is None else None
+        note = Resumable.of(msgspec.json.encode(start), resume_token)
         conductor, tools = await self._build(session_id, start, script, note)
         if story is not None:
             store = await self._story_store()
@@ -167,14 +167,17 @@ class SessionFactory:
         return conductor, self.started_message(session_id)
 
     async def revive(self, session_id: str, resume_token: str) -> Conductor | None:
-        """A session not held by this server: a story session of an earlier server, rebuilt from the story
-        store at its last checkpoint (story, Director memory, realizer and generator state), or a session
-        another front end opened whose generator the pool can claim (``take_over``); None if unknown or
+        """A session not held by this server: one another front end opened whose generator the pool can
+        claim (``take_over``), or else a story session of an earlier server, rebuilt from the story store
+        at its last checkpoint (story, Director memory, realizer and generator state); None if unknown or
         the token is wrong. ``ValueError`` says why a known session cannot come back (its checkpoint is
         unreadable, say)."""
+        taken = await self.take_over(session_id, resume_token)
+        if taken is not None:
+            return taken
         start = await asyncio.to_thread(self._records().load, session_id, resume_token)
         if start is None:
-            return await self.take_over(session_id, resume_token)
+            return None
         _, script = await asyncio.to_thread(self._load, start)
         conductor, tools = await self._build(session_id, start, script, None)
         minds = conductor.minds
@@ -199,28 +202,49 @@ class SessionFactory:
         """Session ``session_id`` of another front end (alive or not), if the pool holds its generator and
         ``resume_token`` is its token: its minds as that front end noted them with the last chunk made
         (``agent.handover``), around its generator, which goes on from there (the front end that had it is
-        refused from then on). Minds that were never noted, or cannot be read, start afresh from the
-        session's start note (logged). None if the pool knows no such session."""
+        refused from then on); a story session's story too, into this front end's story store. Minds that
+        were never noted, or cannot be read, start afresh from the session's start note (logged); a story
+        session then cannot come back (``ValueError``). None if the pool knows no such session."""
         claimed = await self.workers.claim(session_id, resume_token)
         if claimed is None:
             return None
         try:
             start = msgspec.json.decode(claimed.note, type=p.SessionStart)
             _, script = await asyncio.to_thread(self._load, start)
-            conductor, _ = self._wire(session_id, script, self._mind(start), claimed.worker)
-            resumed = await self._take_minds(conductor, claimed)
+            conductor, tools = self._wire(session_id, script, self._mind(start), claimed.worker)
+            resumed = await self._take_minds(conductor, claimed, story=start.story is not None)
+            if start.story is not None and resumed is not None:
+                conductor.story = await self._take_story(conductor, claimed, resumed, tools)
+                await asyncio.to_thread(self._records().save, session_id, resume_token, start)
         except BaseException:
             await claimed.worker.close()
             raise
         await conductor.continue_from(claimed.next_chunk, None, resumed)
         return conductor
 
-    async def _take_minds(self, conductor: Conductor, claimed: Claimed) -> Resumed | None:
+    async def _take_minds(self, conductor: Conductor, claimed: Claimed, *, story: bool) -> Resumed | None:
         try:
             return await take_over(conductor.minds, claimed.notes, claimed.next_chunk)
         except HandoverError as exc:
+            if story:
+                raise ValueError(f"the story session cannot be taken over: {exc}") from None
             log.warning("session %s: its minds start afresh on this front end: %s", conductor.session_id, exc)
             return None
+
+    async def _take_story(
+        self, conductor: Conductor, claimed: Claimed, resumed: Resumed, tools: ToolBox
+    ) -> StoryPlayer:
+        """The story of a session taken over, going on where the other front end played it."""
+        minds = conductor.minds
+        try:
+            player = await adopt_story(
+                await self._story_store(), claimed.notes, resumed, session=conductor.session_id, minds=minds
+            )
+        except (HandoverError, StoryError) as exc:
+            raise ValueError(f"the story session cannot be taken over: {exc}") from None
+        if minds.director is not None:
+            register_story_tools(tools, player)
+        return player
 
     async def _story_store(self) -> CheckpointStore:
         if self._store is None:

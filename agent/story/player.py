@@ -33,7 +33,7 @@ import msgspec
 
 from agent.director import Director
 from agent.realizer import Realizer
-from agent.script import PLANS_DIR, Script, ScriptRunner
+from agent.script import PLANS_DIR, RunnerState, Script, ScriptRunner
 from agent.story.engine import enter, initial_state, match_choice, offered, take, views
 from agent.story.format import Beat, StoryError, StorySpec
 from agent.story.graph import StoryGraph, compile_story
@@ -62,6 +62,16 @@ class Intervention(msgspec.Struct, frozen=True, kw_only=True):
     message: str
     choices: list[ChoiceView]
     choice: str | None = None
+
+
+class StoryProgress(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a story's play is between its checkpoints (``StoryPlayer.progress``): its state and current
+    checkpoint, the intervention the Director is weighing, and the place of the beat's scripted plan."""
+
+    state: StoryState
+    current: str
+    pending: str | None
+    runner: RunnerState | None
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,8 @@ class StoryPlayer:
         self._runner_task: asyncio.Task[None] | None = None
         self._pending: str | None = None
         """The intervention text handed to the Director and not yet acted on."""
+        self.saves = 0
+        """Writes to the store so far (a handover sends the store's rows again when it changed)."""
         if director is not None:
             director.add_context(self.prompt)
 
@@ -194,6 +206,47 @@ class StoryPlayer:
         async with player._lock:
             restored = await player._restore(checkpoint)
         return player, restored
+
+    @classmethod
+    async def adopt(
+        cls,
+        store: CheckpointStore,
+        realizer: Realizer,
+        progress: StoryProgress,
+        *,
+        session: str,
+        manifest: Manifest | None = None,
+        director: Director | None = None,
+        bus: EventBus | None = None,
+        plans_dir: Path = PLANS_DIR,
+    ) -> StoryPlayer:
+        """Go on with ``session`` where another front end played it (its rows already in ``store``, the
+        realizer and Director already as that front end left them): at ``progress``, the beat's plan going
+        on from its place. ``StoryError`` if the store has no such session."""
+        record = await store.session(session)
+        if record is None:
+            raise StoryError.one("session", f"no story session {session!r} in the story store")
+        graph = compile_story(record.story, manifest or realizer.manifest, plans_dir, record.branches)
+        player = cls(
+            graph,
+            realizer,
+            store,
+            session=session,
+            state=progress.state,
+            history=list(record.history),
+            current=progress.current,
+            director=director,
+            bus=bus,
+        )
+        player._pending = progress.pending
+        if progress.runner is not None:
+            player._listen(ScriptRunner.from_state(progress.runner, realizer))
+        return player
+
+    def progress(self) -> StoryProgress:
+        """Where the play is now (``adopt`` goes on from it)."""
+        runner = self._runner.state() if self._runner is not None else None
+        return StoryProgress(state=self.state, current=self.current, pending=self._pending, runner=runner)
 
     # ---------------------------------------------------------------------------------- reading
 
@@ -349,6 +402,7 @@ class StoryPlayer:
                 leaving()
             restored = await self._restore(checkpoint)
             await self.store.save(self._record())
+            self.saves += 1
             if self.director is not None:
                 beat = self.graph.beat(self.state.beat)
                 self.director.observe(
@@ -417,10 +471,13 @@ class StoryPlayer:
             self._attach(beat.script)
 
     def _attach(self, script: Script) -> None:
-        self._runner = ScriptRunner(script, self.realizer)
-        self._runner.attach()
+        self._listen(ScriptRunner(script, self.realizer))
+
+    def _listen(self, runner: ScriptRunner) -> None:
+        self._runner = runner
+        runner.attach()
         if self.bus is not None:
-            self._runner_task = self._runner.listen(self.bus)
+            self._runner_task = runner.listen(self.bus)
 
     async def _detach(self) -> None:
         if self._runner is not None:
@@ -456,6 +513,7 @@ class StoryPlayer:
             generator=generator_state,
         )
         await self.store.save(self._record(), checkpoint)
+        self.saves += 1
 
     def _record(self) -> SessionRecord:
         return SessionRecord(

@@ -20,6 +20,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -116,6 +117,28 @@ def _unpack_generator(data: bytes | None, kind: str) -> GeneratorState | None:
     raise BlobError(f"of an unknown kind {kind[:40]!r}")
 
 
+class CheckpointRow(msgspec.Struct, frozen=True, array_like=True):
+    """One checkpoint as stored (its columns, nothing decoded), for another store (``StoryRows``)."""
+
+    id: str
+    state: bytes
+    chunk: int
+    realizer: bytes | None
+    director: bytes | None
+    generator: bytes | None
+    generator_kind: str
+    created: float
+
+
+class StoryRows(msgspec.Struct, frozen=True, kw_only=True):
+    """A story session's rows as stored: its record and checkpoints (``CheckpointStore.rows``), so that
+    another front end's store can hold the session as this one does (``CheckpointStore.add_rows``)."""
+
+    session: str
+    record: bytes
+    checkpoints: list[CheckpointRow]
+
+
 class CheckpointStore:
     """Checkpoints and session records of any number of story sessions, in one SQLite database."""
 
@@ -154,21 +177,23 @@ class CheckpointStore:
                 kind,
                 time.time(),
             )
-        encoded = msgspec.json.encode(record)
+        self._write(record.session, msgspec.json.encode(record), [] if row is None else [row])
+
+    def _write(self, session: str, record: bytes, checkpoints: list[tuple[Any, ...]]) -> None:
+        """Write a session's record and checkpoint rows (columns in table order) in one transaction."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
                 self._db.execute(
                     "INSERT INTO story_sessions (session, record, updated) VALUES (?, ?, ?) "
                     "ON CONFLICT(session) DO UPDATE SET record = excluded.record, updated = excluded.updated",
-                    (record.session, encoded, time.time()),
+                    (session, record, time.time()),
                 )
-                if row is not None:
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO story_checkpoints (session, id, state, chunk, realizer, director, "
-                        "generator, generator_kind, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO story_checkpoints (session, id, state, chunk, realizer, director, "
+                    "generator, generator_kind, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    checkpoints,
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -225,6 +250,43 @@ class CheckpointStore:
             director=memory,
             generator=generator_state,
         )
+
+    async def rows(self, session: str, known: Mapping[str, float] | None = None) -> StoryRows | None:
+        """``session``'s record and its checkpoints as stored, but those ``known`` already (by id, with the
+        ``created`` time of the version known: one written again since is not); None if never saved."""
+        return await asyncio.to_thread(self._rows, session, known or {})
+
+    def _rows(self, session: str, known: Mapping[str, float]) -> StoryRows | None:
+        with self._lock:
+            record = self._db.execute(
+                "SELECT record FROM story_sessions WHERE session = ?", (session,)
+            ).fetchone()
+            listed = self._db.execute(
+                "SELECT id, created FROM story_checkpoints WHERE session = ?", (session,)
+            ).fetchall()
+            wanted = [cid for cid, created in listed if known.get(cid) != created]
+            found = [
+                self._db.execute(
+                    "SELECT id, state, chunk, realizer, director, generator, generator_kind, created"
+                    " FROM story_checkpoints WHERE session = ? AND id = ?",
+                    (session, cid),
+                ).fetchone()
+                for cid in wanted
+            ]
+        if record is None:
+            return None
+        return StoryRows(
+            session=session, record=record[0], checkpoints=[CheckpointRow(*row) for row in found]
+        )
+
+    async def add_rows(self, rows: StoryRows) -> None:
+        """Hold ``rows`` (another store's, ``rows``) as they are, in one transaction: the record replaces
+        this store's, checkpoints of the same id too. They are read (and refused if unreadable) when used."""
+        await asyncio.to_thread(self._add_rows, rows)
+
+    def _add_rows(self, rows: StoryRows) -> None:
+        checkpoints = [(rows.session, *msgspec.structs.astuple(row)) for row in rows.checkpoints]
+        self._write(rows.session, rows.record, checkpoints)
 
     async def sessions(self) -> list[str]:
         """Every session saved, most recently updated first (what a restarted server can resume)."""

@@ -233,6 +233,8 @@ class Conductor:
         if self.story is not None:
             self.story.subscribe(self._on_story_move)
             self._on_story_move(self.story.view())
+            # Taken over, the story's checkpoints came as they were: none is taken again mid-beat.
+            self._story_moved = self._story_moved and self._resumed is None
         self.schedule.begin(self.config.start_delay_s)
         self._tasks = [
             asyncio.create_task(self._generate_loop(), name=f"generate-{self.session_id}"),
@@ -571,7 +573,8 @@ class Conductor:
         """Where another front end could take the session over: the minds as they are after deciding the
         chunk about to be made go with it (``agent.handover``)."""
         if self._handover is not None:
-            self.worker.keep(await self._handover.notes(events_issued=self.stamper.issued))
+            notes = await self._handover.notes(events_issued=self.stamper.issued, story=self.story)
+            self.worker.keep(notes)
 
     def _last_commit_s(self) -> float:
         """Seconds the produce that just returned spent committing the chunk before its own."""

@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 
 from agent.director_config import DirectorConfig
-from agent.handover import DIRECTOR, MINDS, Handover, HandoverError, take_over
+from agent.handover import CHECKPOINT, DIRECTOR, MINDS, STORY, Handover, HandoverError, adopt_story, take_over
 from agent.minds import Minds
 from agent.progress import CharacterSpeech, InputUnshown
 from agent.script import script_from_builtins
+from agent.story.format import load_story
+from agent.story.player import StoryPlayer
+from agent.story.store import CheckpointStore
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Gesture, TextInput
@@ -175,3 +178,36 @@ async def test_inputs_the_director_had_not_answered_are_told_they_will_not_show(
         assert "another front end" in unshown.detail
         for minds in (original, taker):
             await minds.stop()
+
+
+async def test_a_story_goes_on_in_another_store_where_it_was_and_can_be_rewound_there() -> None:
+    original = scripted()
+    first_store = CheckpointStore()
+    player = await StoryPlayer.begin(
+        load_story("garden_gate"), original.realizer, session="s", store=first_store, seed=3
+    )
+    start = player.current
+    await player.choose("wave")
+    handover = Handover(original)
+    notes = await handover.notes(events_issued=0, story=player)
+    assert STORY in notes and {name for name in notes if name.startswith(CHECKPOINT)} == {
+        CHECKPOINT + start,
+        CHECKPOINT + player.current,
+    }
+    # Nothing was written since: the story's rows are not sent again; a checkpoint taken again is.
+    assert STORY not in await handover.notes(events_issued=0, story=player)
+    await player.checkpoint(None)
+    assert set(await handover.notes(events_issued=0, story=player)) == {
+        MINDS,
+        STORY,
+        CHECKPOINT + player.current,
+    }
+
+    taker, second_store = scripted(), CheckpointStore()
+    resumed = await take_over(taker, notes, original.realizer.chunk + 1)
+    adopted = await adopt_story(second_store, notes, resumed, session="s", minds=taker)
+    assert adopted.view() == player.view()
+    restored = await adopted.rewind(start)
+    assert restored.view.node == "gate" and restored.view.variables == {"trust": 0, "has_key": False}
+    for store in (first_store, second_store):
+        await store.close()

@@ -384,6 +384,41 @@ async def test_a_session_resumed_through_a_second_front_end_keeps_its_minds(
     await until_no_sessions(ray_server)
 
 
+async def test_a_story_session_resumed_through_a_second_front_end_goes_on_with_its_story(
+    ray_server: OnstageServer, second_front_end: OnstageServer
+) -> None:
+    # Each front end has a story store of its own: the story travels with the session's notes.
+    async with SessionClient(url_of(ray_server)) as first:
+        started = await first.start(story="garden_gate", seed=46, director="script")
+        gate = await first.wait_type("story.state", timeout=60, node="gate")
+        await first.send({"type": "story.choose", "choice": "wave"})
+        porch = await first.wait_type("story.state", timeout=60, node="porch")
+        # A few chunks on: their calls carried the story's notes after the move.
+        moved_at = max((f.header["gen_chunk"] for f in first.received.video), default=0)
+        await first.wait_frame(lambda f: f.header["gen_chunk"] >= moved_at + 4, timeout=60)
+        async with SessionClient(url_of(second_front_end)) as second:
+            await second.start(resume=resume_of(started))
+            here = await second.wait_type("story.state", timeout=60)
+            assert (here["node"], here["variables"], here["history"]) == (
+                "porch",
+                porch["variables"],
+                porch["history"],
+            )
+            # The second front end's store holds the session's checkpoints: a rewind there works.
+            await second.send({"type": "story.rewind", "checkpoint": gate["checkpoint"]})
+            back = await second.wait_for(
+                lambda m: m.get("type") == "story.state" and m["node"] == "gate", timeout=60
+            )
+            assert back["variables"] == gate["variables"]
+            await second.send({"type": "story.choose", "choice": "sneak"})
+            await second.wait_for(
+                lambda m: m.get("type") == "story.state" and m["node"] == "shed", timeout=60
+            )
+            assert not [m for _, m in second.received.messages if m.get("type") == "error"]
+    await until_no_sessions(second_front_end)
+    await until_no_sessions(ray_server)
+
+
 async def test_a_killed_front_end_frees_its_slots_within_its_lease_and_its_session_resumes_elsewhere(
     cluster: Cluster,
     ray_server: OnstageServer,
