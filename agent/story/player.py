@@ -182,10 +182,7 @@ class StoryPlayer:
     ) -> tuple[StoryPlayer, Restored]:
         """Continue ``session`` from ``store`` (a restarted server): the graph with its branches is rebuilt
         and the current checkpoint restored. ``StoryError`` if the store has no such session."""
-        record = await store.session(session)
-        if record is None:
-            raise StoryError.one("session", f"no story session {session!r} in the story store")
-        graph = compile_story(record.story, manifest or realizer.manifest, plans_dir, record.branches)
+        record, graph = await cls._saved(store, session, manifest or realizer.manifest, plans_dir)
         checkpoint = await store.checkpoint(session, record.current)
         if checkpoint is None:
             raise StoryError.one(
@@ -223,10 +220,7 @@ class StoryPlayer:
         """Go on with ``session`` where another front end played it (its rows already in ``store``, the
         realizer and Director already as that front end left them): at ``progress``, the beat's plan going
         on from its place. ``StoryError`` if the store has no such session."""
-        record = await store.session(session)
-        if record is None:
-            raise StoryError.one("session", f"no story session {session!r} in the story store")
-        graph = compile_story(record.story, manifest or realizer.manifest, plans_dir, record.branches)
+        record, graph = await cls._saved(store, session, manifest or realizer.manifest, plans_dir)
         player = cls(
             graph,
             realizer,
@@ -242,6 +236,16 @@ class StoryPlayer:
         if progress.runner is not None:
             player._listen(ScriptRunner.from_state(progress.runner, realizer))
         return player
+
+    @staticmethod
+    async def _saved(
+        store: CheckpointStore, session: str, manifest: Manifest, plans_dir: Path
+    ) -> tuple[SessionRecord, StoryGraph]:
+        """``session``'s record in ``store`` and its graph, branches included; ``StoryError`` if none."""
+        record = await store.session(session)
+        if record is None:
+            raise StoryError.one("session", f"no story session {session!r} in the story store")
+        return record, compile_story(record.story, manifest, plans_dir, record.branches)
 
     def progress(self) -> StoryProgress:
         """Where the play is now (``adopt`` goes on from it)."""
