@@ -8,7 +8,9 @@ each with its own state; Ray's scheduler places the actors on nodes by that reso
 ``RaySlots`` (``remote``) is a ``streaming_model.pool.WorkerPool``: it reserves a slot before a session
 starts (``NoFreeSlot`` when all are taken) and hands the conductor a ``RemoteWorker``. A slot's books
 (``holdings``) say which front end holds each place (each renews a lease; a dead one's places lapse) and
-let another front end claim a session with its resume token. ``encoders`` is the one actor that serves
-Whisper, YAMNet and Piper to every front end, ``remote_encoders`` the front end's side of it.
+let another front end claim a session with its resume token (its minds go with it: each chunk call
+carries the front end's notes, ``agent.handover``). ``encoders`` are the actors (one per
+``onstage_encoders`` resource, or one) that serve Whisper, YAMNet and Piper to every front end,
+``remote_encoders`` the front end's side of them.
 ``settings`` configures it all without Ray installed; nothing here imports Ray unless ``--ray`` is given.
 """

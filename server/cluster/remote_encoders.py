@@ -1,5 +1,7 @@
 """The front end's side of the shared encoders (``encoders``): a ``Transcriber``, a ``YamNet`` and a
-``Voice`` whose models run in the cluster's one ``SharedEncoders`` actor.
+``Voice`` whose models run in the cluster's ``SharedEncoders`` actors (one per ``onstage_encoders``
+resource the nodes declare, or one). Each call goes to the actor with the fewest of this front end's calls
+in flight (``Spread``; ties in turn), so a cluster's encoders grow with its nodes.
 
     voice, hearing = shared_voice_and_hearing(TranscriberConfig(), speculate=True)   # after RaySlots.connect
     factory = SessionFactory(None, voice, hearing, workers=slots)
@@ -13,6 +15,9 @@ threads, and in ``Voice.synthesize``, which runs off the event loop.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -23,29 +28,58 @@ from events.hearing import Hearing
 from events.sound_classes import SoundClassConfig
 from events.transcriber import Transcriber, TranscriberConfig
 from events.yamnet import YamNet
-from server.cluster.encoders import NAME, SharedEncoders
+from server.cluster.encoders import SharedEncoders, name_of
 from server.cluster.remote import NAMESPACE, ClusterError
+from server.cluster.settings import ENCODERS_RESOURCE
 from server.voice import OUTPUT_RATE, Utterance, Voice
 
 
-def shared_encoders(
-    transcripts: TranscriberConfig, sounds: SoundClassConfig, timeout_s: float
-) -> ActorHandle:
-    """The cluster's encoders actor (made by the first front end that asks; detached, so it outlives
-    it), with its models loaded. Ray must be joined already (``RaySlots.connect``). Blocks: call it in a
-    thread."""
-    actor = SharedEncoders.options(  # type: ignore[attr-defined]
-        name=NAME,
-        namespace=NAMESPACE,
-        get_if_exists=True,
-        lifetime="detached",
-        max_restarts=-1,  # a killed encoder comes back (the calls in flight fail)
-    ).remote(transcripts, sounds)
+class Spread:
+    """The cluster's encoders actors, each call to the one with the fewest of this front end's calls in
+    flight (ties in turn). Thread-safe: the ears', the transcriber's and the voice's threads share it."""
+
+    def __init__(self, actors: Sequence[ActorHandle]) -> None:
+        self.actors = list(actors)
+        self._in_flight = [0] * len(self.actors)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[ActorHandle]:
+        """An actor for one call, counted as busy with it until the block ends."""
+        n = len(self.actors)
+        with self._lock:
+            i = min(range(n), key=lambda j: (self._in_flight[j], (j - self._next) % n))
+            self._in_flight[i] += 1
+            self._next = (i + 1) % n
+        try:
+            yield self.actors[i]
+        finally:
+            with self._lock:
+                self._in_flight[i] -= 1
+
+
+def shared_encoders(transcripts: TranscriberConfig, sounds: SoundClassConfig, timeout_s: float) -> Spread:
+    """The cluster's encoders actors, one per ``onstage_encoders`` resource (one, placed by Ray, where the
+    cluster declares none), made by the first front end that asks (detached, so they outlive it), with
+    their models loaded. Ray must be joined already (``RaySlots.connect``). Blocks: call it in a thread."""
+    declared = int(ray.cluster_resources().get(ENCODERS_RESOURCE, 0))
+    actors = [
+        SharedEncoders.options(  # type: ignore[attr-defined]
+            name=name_of(i),
+            namespace=NAMESPACE,
+            get_if_exists=True,
+            lifetime="detached",
+            max_restarts=-1,  # a killed encoder comes back (the calls in flight fail)
+            resources={ENCODERS_RESOURCE: 1} if declared else {},
+        ).remote(transcripts, sounds)
+        for i in range(max(declared, 1))
+    ]
     try:
-        ray.get(actor.load.remote(), timeout=timeout_s)
+        ray.get([actor.load.remote() for actor in actors], timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
-        raise ClusterError(f"the shared encoders were not up within {timeout_s:g} s") from None
-    return actor
+        raise ClusterError(f"the {len(actors)} shared encoders were not up within {timeout_s:g} s") from None
+    return Spread(actors)
 
 
 def shared_voice_and_hearing(
@@ -65,7 +99,7 @@ def shared_voice_and_hearing(
 class RemoteTranscriber(Transcriber):
     """A ``Transcriber`` whose words come from the shared encoders' Whisper."""
 
-    def __init__(self, encoders: ActorHandle, config: TranscriberConfig) -> None:
+    def __init__(self, encoders: Spread, config: TranscriberConfig) -> None:
         super().__init__(config)
         self._encoders = encoders
 
@@ -73,36 +107,40 @@ class RemoteTranscriber(Transcriber):
         return None  # loaded in the actor
 
     def _text(self, audio: np.ndarray) -> str:
-        return cast(str, ray.get(self._encoders.transcribe.remote(audio)))
+        with self._encoders.one() as actor:
+            return cast(str, ray.get(actor.transcribe.remote(audio)))
 
 
 class RemoteYamNet(YamNet):
     """YAMNet in the shared encoders: patches are made here (``scores``), their classes there."""
 
-    def __init__(self, encoders: ActorHandle) -> None:
+    def __init__(self, encoders: Spread) -> None:
         # Not YamNet's own: nothing is loaded here.
         self._encoders = encoders
-        self.labels = ray.get(encoders.labels.remote())
+        self.labels = ray.get(encoders.actors[0].labels.remote())
 
     def scores_of_patch(self, patch: np.ndarray) -> np.ndarray:
-        return cast(np.ndarray, ray.get(self._encoders.scores_of_patch.remote(patch)))
+        with self._encoders.one() as actor:
+            return cast(np.ndarray, ray.get(actor.scores_of_patch.remote(patch)))
 
 
 class RemoteVoice(Voice):
     """The character's voice from the shared encoders' Piper (same samples as a front end's own)."""
 
-    def __init__(self, encoders: ActorHandle, rate: int = OUTPUT_RATE, sampling_noise: bool = False) -> None:
+    def __init__(self, encoders: Spread, rate: int = OUTPUT_RATE, sampling_noise: bool = False) -> None:
         super().__init__(rate, sampling_noise)
         self._encoders = encoders
 
     async def synthesize_async(self, text: str, first: bool = False) -> Utterance:
-        """``synthesize`` in the actor, a ``first`` sentence at the video's priority there (see ``Voice``)."""
-        speak: Any = self._encoders.speak_first if first else self._encoders.speak
-        return cast(Utterance, await speak.remote(text, self.rate, self.sampling_noise))
+        """``synthesize`` in an actor, a ``first`` sentence at the video's priority there (see ``Voice``)."""
+        with self._encoders.one() as actor:
+            speak: Any = actor.speak_first if first else actor.speak
+            return cast(Utterance, await speak.remote(text, self.rate, self.sampling_noise))
 
     def synthesize(self, text: str) -> Utterance:
-        """``text`` spoken by the actor, below the video's priority. Blocking: call it off the loop."""
-        return cast(Utterance, ray.get(self._encoders.speak.remote(text, self.rate, self.sampling_noise)))
+        """``text`` spoken by an actor, below the video's priority. Blocking: call it off the loop."""
+        with self._encoders.one() as actor:
+            return cast(Utterance, ray.get(actor.speak.remote(text, self.rate, self.sampling_noise)))
 
     def load(self) -> None:
         return None  # loaded in the actor

@@ -8,6 +8,10 @@ SLOT_RESOURCE = "onstage_slot"
 """The custom resource a Ray node declares once per generator slot it offers (``ray start --resources
 '{"onstage_slot": 2}'``); each slot actor needs one."""
 
+ENCODERS_RESOURCE = "onstage_encoders"
+"""The custom resource a Ray node declares once per shared encoders actor it offers (``ray start
+--resources '{"onstage_encoders": 1}'``); a cluster that declares none gets one, placed by Ray."""
+
 
 class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Where the generator workers run: in this process (no ``address``) or on a Ray cluster."""
@@ -26,8 +30,8 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     by the front end): a session whose worker dies goes on elsewhere from there, regenerating at most this
     many chunks."""
     shared_encoders: bool = True
-    """Whisper, YAMNet and Piper in one actor of the cluster (``server.cluster.encoders``) that every front
-    end shares, rather than loaded by each front end."""
+    """Whisper, YAMNet and Piper in the cluster's encoders actors (``server.cluster.encoders``: one per
+    ``onstage_encoders`` resource, or one) that every front end shares, rather than loaded by each."""
     lease_s: float = 10.0
     """A front end holds its slots' places only while it renews its lease (a few times a lease): the
     places of one that stopped (killed, its machine lost) are free again within this many seconds."""

@@ -28,10 +28,10 @@ from events.hearing import Hearing  # noqa: E402
 from events.transcriber import TranscriberConfig, words  # noqa: E402
 from server.app import OnstageServer  # noqa: E402
 from server.client import SessionClient  # noqa: E402
-from server.cluster.encoders import NAME  # noqa: E402
+from server.cluster.encoders import name_of  # noqa: E402
 from server.cluster.remote import NAMESPACE, RaySlots, RemoteWorker  # noqa: E402
-from server.cluster.remote_encoders import shared_voice_and_hearing  # noqa: E402
-from server.cluster.settings import SLOT_RESOURCE, ClusterSettings  # noqa: E402
+from server.cluster.remote_encoders import RemoteTranscriber, RemoteYamNet, shared_voice_and_hearing  # noqa: E402
+from server.cluster.settings import ENCODERS_RESOURCE, SLOT_RESOURCE, ClusterSettings  # noqa: E402
 from server.cluster.slot import GeneratorSlot  # noqa: E402
 from server.limits import Limits  # noqa: E402
 from server.media import encode_frames  # noqa: E402
@@ -49,14 +49,14 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 NODE: dict[str, Any] = {
     "num_cpus": 1,
-    "resources": {SLOT_RESOURCE: 1},
+    "resources": {SLOT_RESOURCE: 1, ENCODERS_RESOURCE: 1},
     "object_store_memory": 80 * 1024 * 1024,
 }
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    """Two Ray nodes on this machine, one generator slot each."""
+    """Two Ray nodes on this machine, one generator slot and one encoders actor each."""
     nodes = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
     try:
         nodes.add_node(**NODE)
@@ -515,9 +515,29 @@ async def test_the_shared_encoders_hear_and_speak_as_a_front_end_s_own_models(
     assert hearing.yamnet is not None and factory.hearing.yamnet is not None
     scores = await asyncio.to_thread(hearing.yamnet.scores, knock)
     assert np.array_equal(scores, await asyncio.to_thread(factory.hearing.yamnet.scores, knock))
-    # One actor for every front end, found by its name.
-    named = ray.get_actor(NAME, namespace=NAMESPACE)
+    # The actors serve every front end, found by their names.
+    named = ray.get_actor(name_of(1), namespace=NAMESPACE)
     assert await named.labels.remote() == factory.hearing.yamnet.labels
+
+
+async def test_a_front_end_spreads_its_encoder_calls_over_the_encoders_of_every_node(
+    shared: tuple[Voice, Hearing],
+) -> None:
+    voice, hearing = shared
+    assert isinstance(hearing.transcriber, RemoteTranscriber) and isinstance(hearing.yamnet, RemoteYamNet)
+    actors = [ray.get_actor(name_of(i), namespace=NAMESPACE) for i in range(2)]
+    assert len({await actor.where.remote() for actor in actors}) == 2  # one per node, by its resource
+    before = [await actor.served.remote() for actor in actors]
+    talk, knock = clip(SPEECH[0]), clip("knock_a")
+    # At once, as several sessions would ask: each kind of call reaches both actors.
+    await asyncio.gather(
+        *(asyncio.wrap_future(hearing.transcriber.submit(talk)) for _ in range(2)),
+        *(asyncio.to_thread(hearing.yamnet.scores, knock) for _ in range(2)),
+        *(voice.synthesize_async(f"Line {n}.") for n in range(4)),
+    )
+    after = [await actor.served.remote() for actor in actors]
+    for kind in ("transcribe", "sounds", "voice"):
+        assert all(a.get(kind, 0) > b.get(kind, 0) for a, b in zip(after, before, strict=True)), (kind, after)
 
 
 async def test_a_session_with_the_shared_encoders_hears_its_client_and_speaks(
