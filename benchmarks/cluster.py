@@ -3,11 +3,15 @@ node keeps in real time, in one run.
 
     .venv/bin/python benchmarks/cluster.py                 # all three parts (about eight minutes)
     .venv/bin/python benchmarks/cluster.py --chunks 120 --rounds 3 --seconds 60 --most 6
+    .venv/bin/python benchmarks/cluster.py --parts 1 --chunks 240      # part 1 alone
 
 Part 1, chunk time: the tiny model's chunks generated, committed and encoded to JPEG by an in-process
 ``ModelWorker`` and by a ``RemoteWorker`` on a local Ray slot actor (``ray.init`` in this process, one
 slot), the same conditions, in alternating blocks so that a busy machine weighs on both alike; and the
-round trip of an empty actor call (the per-call overhead). Part 2, reaction at the client: two real
+round trip of an empty actor call (the per-call overhead); and a third worker, a second session of the same
+slot (they take turns), whose every call also carries a session's minds as a front end notes them for a
+take-over (``agent.handover``: the default plan's minds, ticked and noted before each chunk, the noting
+timed with the chunk). Part 2, reaction at the client: two real
 servers (``onstage serve`` and ``onstage serve --ray local``, each in its own process), one session at a
 time on each in turn, gestures sent over the WebSocket: from sending one to the first frame whose
 ``reflects`` names it; and each session's on-time share (its last ``metrics``). Ratios are Ray over
@@ -32,11 +36,19 @@ import ray
 from reaction import last_frame_of
 from served import served, session_url, sessions_counters
 
+from agent.director_config import DirectorConfig
+from agent.handover import Handover
+from agent.minds import Minds
+from agent.reflex import ReflexConfig
+from agent.script import load_script
+from events.bus import EventBus
 from server.client import SessionClient
 from server.cluster.remote import RaySlots
 from server.cluster.settings import ClusterSettings
 from server.media import encode_frames
+from server.sessions import DEFAULT_PLAN
 from streaming_model.condition import ChunkCondition
+from streaming_model.manifest import build_manifest
 from streaming_model.tiny import TinyBackend
 from streaming_model.worker import Cancel, GeneratorWorker, ModelWorker
 
@@ -74,30 +86,65 @@ def p50_p95(values: list[float]) -> tuple[float, float]:
     return float(p50), float(p95)
 
 
-async def chunk_times(worker: GeneratorWorker, n: int) -> list[float]:
-    """Seconds each of ``n`` chunks took from the call to its JPEG images in hand."""
+async def chunk_times(worker: GeneratorWorker, n: int, minds: Noted | None = None) -> list[float]:
+    """Seconds each of ``n`` chunks took from the call to its JPEG images in hand (with ``minds``: from
+    their decision, noted and kept with the chunk)."""
     conds = [ChunkCondition(action=("idle", "wave", "nod")[i // 8 % 3]) for i in range(n)]
     times = []
     for cond in conds:
         t = time.perf_counter()
+        if minds is not None:
+            await minds.note(worker)
         assert await worker.produce(cond, Cancel(), encode_frames) is not None
         times.append(time.perf_counter() - t)
     return times
 
 
+class Noted:
+    """A session's minds (the default plan, reflexes), ticked once a chunk and noted for the worker."""
+
+    def __init__(self) -> None:
+        manifest = build_manifest()
+        script = load_script(DEFAULT_PLAN, manifest)
+        self.minds = Minds.build(
+            bus=EventBus(),
+            session="bench",
+            mind="script",
+            manifest=manifest,
+            config=DirectorConfig(),
+            script=script,
+            reflexes=ReflexConfig(),
+        )
+        self.minds.start()
+        self.handover = Handover(self.minds)
+        self.k = 0
+        self.sizes: list[int] = []
+
+    async def note(self, worker: GeneratorWorker) -> None:
+        self.minds.tick(self.k)
+        self.k += 1
+        notes = await self.handover.notes(events_issued=0)
+        self.sizes.append(sum(len(b) for b in notes.values()))
+        worker.keep(notes)
+
+
 async def part_chunks(chunks: int, block: int) -> list[str]:
     local = ModelWorker(TinyBackend.load(), identity=0, seed=1)
     slots = await asyncio.to_thread(
-        RaySlots.connect, ClusterSettings(address="local", local_slots=1), "tiny", {}
+        RaySlots.connect, ClusterSettings(address="local", local_slots=1, sessions_per_slot=2), "tiny", {}
     )
     try:
         remote = await slots.open(identity=0, seed=1, name="bench")
-        await chunk_times(local, 4)  # warm both: a session's first chunks run slower
+        noting = await slots.open(identity=0, seed=1, name="bench-noted")
+        minds = Noted()
+        await chunk_times(local, 4)  # warm them: a session's first chunks run slower
         await chunk_times(remote, 4)
-        got: dict[str, list[float]] = {"in-process": [], "Ray actor": []}
+        await chunk_times(noting, 4, minds)
+        got: dict[str, list[float]] = {"in-process": [], "Ray actor": [], "noted": []}
         for _ in range(chunks // block):
             got["in-process"] += await chunk_times(local, block)
             got["Ray actor"] += await chunk_times(remote, block)
+            got["noted"] += await chunk_times(noting, block, minds)
         slot, _ = slots.slots[0]
         trips: list[float] = []
         for _ in range(200):
@@ -105,10 +152,13 @@ async def part_chunks(chunks: int, block: int) -> list[str]:
             await slot.generating.remote()
             trips.append(time.perf_counter() - t)
         await remote.close()
+        await noting.close()
+        await minds.minds.stop()
     finally:
         await local.close()
         await slots.close()
     (l50, l95), (r50, r95) = p50_p95(got["in-process"]), p50_p95(got["Ray actor"])
+    n50, n95 = p50_p95(got["noted"])
     t50, t95 = p50_p95(trips)
     # The remote session's chunk j has index 4 + j (after the warm-up): those at a multiple of
     # snapshot_every began with a snapshot saved (its export on the actor's other thread).
@@ -127,6 +177,9 @@ async def part_chunks(chunks: int, block: int) -> list[str]:
         f"| Ray actor: chunks that saved a snapshot (1 in {every}) | {1e3 * s50:.1f} | {1e3 * s95:.1f} |",
         f"| Ray actor: the other chunks | {1e3 * o50:.1f} | {1e3 * o95:.1f} |",
         f"| empty actor call (per-call overhead) | {1e3 * t50:.2f} | {1e3 * t95:.2f} |",
+        f"| Ray actor, each call with the minds' notes (median {np.median(minds.sizes) / 1024:.1f} KiB)"
+        f" | {1e3 * n50:.1f} | {1e3 * n95:.1f} |",
+        f"| ratio noted / Ray actor | {n50 / r50:.2f} | {n95 / r95:.2f} |",
     ]
 
 
@@ -227,10 +280,15 @@ async def part_capacity(most: int, seconds: float) -> list[str]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    lines = await part_chunks(args.chunks, args.block)
-    assert not ray.is_initialized()
-    lines += ["", *await part_reaction(args.rounds, args.gestures)]
-    lines += ["", *await part_capacity(args.most, args.seconds)]
+    parts = {int(p) for p in args.parts.split(",")}
+    lines: list[str] = []
+    if 1 in parts:
+        lines += await part_chunks(args.chunks, args.block)
+        assert not ray.is_initialized()
+    if 2 in parts:
+        lines += ["", *await part_reaction(args.rounds, args.gestures)]
+    if 3 in parts:
+        lines += ["", *await part_capacity(args.most, args.seconds)]
     print("\n".join(lines))
 
 
@@ -238,6 +296,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run (e.g. 1 or 1,3)")
     parser.add_argument("--chunks", type=int, default=80, help="chunks per worker in part 1")
     parser.add_argument("--block", type=int, default=10, help="chunks in a row on one worker")
     parser.add_argument("--rounds", type=int, default=2, help="sessions per server in part 2")
