@@ -3,13 +3,14 @@ generator slot keeps beside the session's generator (``server.cluster``), so tha
 session over goes on where the minds were instead of from the session's start.
 
     handover = Handover(minds)
-    notes = await handover.notes(events_issued=stamper.issued)   # before each chunk call
-    ...                                                           # (another front end)
-    resumed = await take_over(minds, notes, next_chunk)           # before minds.start()
+    notes = await handover.notes(story=player)            # before each chunk call
+    ...                                                    # (another front end)
+    resumed = await take_over(minds, notes, next_chunk)    # before minds.start()
+    stamper.prefix = resumed.event_prefix                  # its event ids, never the first's
 
 Notes by name, so that what is large travels only when it changed: ``minds`` (every chunk: the realizer,
-the scripted plan's place in its timeline and triggers, the inputs the Director owes, the session's event
-numbering, a story's place between its checkpoints), ``director`` (the Director's memory, after each of its
+the scripted plan's place in its timeline and triggers, the inputs the Director owes, how many times the
+session was taken over, a story's place between its checkpoints), ``director`` (the Director's memory, after each of its
 runs), and for a story session ``story`` (its record: the story, its branches and history) and
 ``checkpoint/<id>`` (each checkpoint as its store holds it, sent when written), so that the new front
 end's story store holds the session as the first one's did (a rewind there works). All are versioned blobs
@@ -47,8 +48,10 @@ class _MindsNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     kind: Literal["minds"]
     chunk: int
     """The last chunk decided: the generator makes ``chunk + 1`` next."""
-    events: int
-    """Event ids the session had given out."""
+    generation: int
+    """How many times the session had been taken over: the front end that takes it over now names its
+    events under a prefix of its own (``Resumed.event_prefix``), as the first may have named some after
+    its last note."""
     realizer: RealizerState
     script: RunnerState | None
     unanswered: list[str]
@@ -78,13 +81,16 @@ class _CheckpointNote(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 class Handover:
     """Takes a session's notes for a front end that may take it over."""
 
-    def __init__(self, minds: Minds) -> None:
+    def __init__(self, minds: Minds, generation: int = 0) -> None:
         self.minds = minds
+        self.generation = generation
+        """How many times the session was taken over before (``Resumed.generation`` on a front end that
+        took it over)."""
         self._director_runs = 0  # the Director's runs when its memory was last noted
         self._story_saves = 0  # the story's writes to its store when its rows were last noted
         self._checkpoints: dict[str, float] = {}  # checkpoints noted, with the time each was written
 
-    async def notes(self, *, events_issued: int, story: StoryPlayer | None = None) -> dict[str, bytes]:
+    async def notes(self, story: StoryPlayer | None = None) -> dict[str, bytes]:
         """The minds' notes now (after a chunk's decision); the Director's only when a run of it ended
         since it was last noted; ``story``'s rows only when it wrote to its store since."""
         minds = self.minds
@@ -92,7 +98,7 @@ class Handover:
             version=VERSION,
             kind="minds",
             chunk=minds.realizer.chunk,
-            events=events_issued,
+            generation=self.generation,
             realizer=minds.realizer.state(),
             script=minds.script.state() if minds.script is not None else None,
             unanswered=list(minds.director.unanswered()) if minds.director is not None else [],
@@ -123,14 +129,21 @@ class Handover:
 
 @dataclass(frozen=True)
 class Resumed:
-    """What a take-over leaves for the session: number its events after ``events_issued``, and once it
-    runs (``tell``) let the client know what the other front end left unfinished."""
+    """What a take-over leaves for the session: name its events under ``event_prefix``, note its minds as
+    of ``generation``, and once it runs (``tell``) let the client know what the other front end left
+    unfinished."""
 
-    events_issued: int
+    generation: int
+    """How many times the session has been taken over, this time included."""
     unanswered: tuple[str, ...]
     """Inputs the other front end's Director had taken on and not answered."""
     story: StoryProgress | None = None
     """Where a story session's play was (``adopt_story`` goes on from it)."""
+
+    @property
+    def event_prefix(self) -> str:
+        """The prefix of the session's event ids here: never one the front ends before gave out."""
+        return f"t{self.generation}e"
 
     def tell(self, minds: Minds) -> None:
         """Once the session's notices listen: speech cued to the other front end's voice ends as
@@ -160,7 +173,7 @@ async def take_over(minds: Minds, notes: Mapping[str, bytes], next_chunk: int) -
         minds.script = ScriptRunner.from_state(note.script, minds.realizer)
     if minds.director is not None and director is not None:
         await minds.director.restore(director.memory)
-    return Resumed(events_issued=note.events, unanswered=tuple(note.unanswered), story=note.story)
+    return Resumed(generation=note.generation + 1, unanswered=tuple(note.unanswered), story=note.story)
 
 
 async def adopt_story(

@@ -123,7 +123,7 @@ class Noted:
     async def note(self, worker: GeneratorWorker) -> None:
         self.minds.tick(self.k)
         self.k += 1
-        notes = await self.handover.notes(events_issued=0)
+        notes = await self.handover.notes()
         self.sizes.append(sum(len(b) for b in notes.values()))
         worker.keep(notes)
 

@@ -53,9 +53,9 @@ class Tally:
         self.minds: list[int] = []
         self.director: list[int] = []
 
-    async def note(self, handover: Handover, stamp: Stamper) -> None:
+    async def note(self, handover: Handover) -> None:
         began = time.perf_counter()
-        notes = await handover.notes(events_issued=stamp.issued)
+        notes = await handover.notes()
         self.times.append(time.perf_counter() - began)
         self.minds.append(len(notes[MINDS]))
         if DIRECTOR in notes:
@@ -94,7 +94,7 @@ async def scripted(chunks: int) -> Tally:
             await bus.publish(stamp(Gesture, gesture="wave"))
             await asyncio.sleep(0)
         minds.tick(k)
-        await tally.note(handover, stamp)
+        await tally.note(handover)
     await minds.stop()
     return tally
 
@@ -140,7 +140,7 @@ async def directed(chunks: int, turns: int) -> Tally:
                     await minds.director.settle()
             minds.tick(k)
             k += 1
-            await tally.note(handover, stamp)
+            await tally.note(handover)
         await minds.stop()
         return tally
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any, TypeVar
 
@@ -17,17 +18,16 @@ class Stamper:
     ``t_ns`` filled in. Pass ``t_ns`` to stamp an event that arrived earlier than it is made.
     """
 
-    def __init__(self, session: str, prefix: str = "e", issued: int = 0) -> None:
-        """``issued``: ids already given out for this session (elsewhere): numbering goes on after them."""
+    def __init__(self, session: str, prefix: str = "e") -> None:
         self.session = session
-        self._prefix = prefix
-        self.issued = issued
-        """How many ids this session has given out."""
+        self.prefix = prefix
+        """What every id starts with (a session taken over by another front end numbers its ids anew
+        under a prefix of its own there, so they never repeat an id the first front end gave out)."""
+        self._counter = itertools.count(1)
 
     def next_id(self) -> str:
         """Reserve the next event id of this session."""
-        self.issued += 1
-        return f"{self._prefix}{self.issued}"
+        return f"{self.prefix}{next(self._counter)}"
 
     def __call__(self, event_type: type[E], *, t_ns: int | None = None, **fields: Any) -> E:
         return event_type(

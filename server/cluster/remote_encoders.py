@@ -1,7 +1,8 @@
 """The front end's side of the shared encoders (``encoders``): a ``Transcriber``, a ``YamNet`` and a
 ``Voice`` whose models run in the cluster's ``SharedEncoders`` actors (one per ``onstage_encoders``
 resource the nodes declare, or one). Each call goes to the actor with the fewest of this front end's calls
-in flight (``Spread``; ties in turn), so a cluster's encoders grow with its nodes.
+of its kind in flight (``Spread``, one per kind, as each kind has its own thread in an actor; ties in
+turn), so a cluster's encoders grow with its nodes.
 
     voice, hearing = shared_voice_and_hearing(TranscriberConfig(), speculate=True)   # after RaySlots.connect
     factory = SessionFactory(None, voice, hearing, workers=slots)
@@ -35,8 +36,8 @@ from server.voice import OUTPUT_RATE, Utterance, Voice
 
 
 class Spread:
-    """The cluster's encoders actors, each call to the one with the fewest of this front end's calls in
-    flight (ties in turn). Thread-safe: the ears', the transcriber's and the voice's threads share it."""
+    """The cluster's encoders actors for one kind of call, each call to the one with the fewest of this
+    front end's calls of that kind in flight (ties in turn). Thread-safe (the ears' threads share one)."""
 
     def __init__(self, actors: Sequence[ActorHandle]) -> None:
         self.actors = list(actors)
@@ -59,7 +60,9 @@ class Spread:
                 self._in_flight[i] -= 1
 
 
-def shared_encoders(transcripts: TranscriberConfig, sounds: SoundClassConfig, timeout_s: float) -> Spread:
+def shared_encoders(
+    transcripts: TranscriberConfig, sounds: SoundClassConfig, timeout_s: float
+) -> list[ActorHandle]:
     """The cluster's encoders actors, one per ``onstage_encoders`` resource (one, placed by Ray, where the
     cluster declares none), made by the first front end that asks (detached, so they outlive it), with
     their models loaded. Ray must be joined already (``RaySlots.connect``). Blocks: call it in a thread."""
@@ -79,7 +82,7 @@ def shared_encoders(transcripts: TranscriberConfig, sounds: SoundClassConfig, ti
         ray.get([actor.load.remote() for actor in actors], timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
         raise ClusterError(f"the {len(actors)} shared encoders were not up within {timeout_s:g} s") from None
-    return Spread(actors)
+    return actors
 
 
 def shared_voice_and_hearing(
@@ -90,10 +93,12 @@ def shared_voice_and_hearing(
 ) -> tuple[Voice, Hearing]:
     """The voice and the hearing of a front end whose encoders are the cluster's (a transcriber with an
     endpoint of its own keeps it: nothing to share). Blocks: call it in a thread."""
-    encoders = shared_encoders(transcripts, sounds, timeout_s)
-    transcriber = RemoteTranscriber(encoders, transcripts) if transcripts.endpoint is None else None
-    hearing = Hearing(sounds, transcripts, speculate, yamnet=RemoteYamNet(encoders), transcriber=transcriber)
-    return RemoteVoice(encoders), hearing
+    actors = shared_encoders(transcripts, sounds, timeout_s)
+    transcriber = RemoteTranscriber(Spread(actors), transcripts) if transcripts.endpoint is None else None
+    yamnet = RemoteYamNet(Spread(actors))
+    return RemoteVoice(Spread(actors)), Hearing(
+        sounds, transcripts, speculate, yamnet=yamnet, transcriber=transcriber
+    )
 
 
 class RemoteTranscriber(Transcriber):

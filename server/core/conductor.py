@@ -255,7 +255,9 @@ class Conductor:
         self._k = chunk
         self._restoring = True  # the first story.state (at start) says how exactly it continues
         if resumed is not None:
-            self.stamper.issued = resumed.events_issued
+            self.stamper.prefix = resumed.event_prefix
+            if self._handover is not None:
+                self._handover.generation = resumed.generation
             self._resumed = resumed
 
     def attach(self, sink: Sink | None) -> None:
@@ -573,7 +575,7 @@ class Conductor:
         """Where another front end could take the session over: the minds as they are after deciding the
         chunk about to be made go with it (``agent.handover``)."""
         if self._handover is not None:
-            notes = await self._handover.notes(events_issued=self.stamper.issued, story=self.story)
+            notes = await self._handover.notes(story=self.story)
             self.worker.keep(notes)
 
     def _last_commit_s(self) -> float:

@@ -77,18 +77,18 @@ async def test_a_scripted_plan_goes_on_where_it_was_not_from_its_start() -> None
     await original.bus.publish(stamp(Gesture, gesture="thumbs_up"))  # spends the once-only trigger
     await asyncio.sleep(0)
     run(original, noted_at // 2 + 1, noted_at)
-    notes = await Handover(original).notes(events_issued=stamp.issued)
+    notes = await Handover(original).notes()
     goes_on = run(original, noted_at + 1, chunks_in(HORIZON_S))
 
     taker = scripted()
     resumed = await take_over(taker, notes, noted_at + 1)
     taker.start()
-    assert resumed.events_issued == 1
+    assert resumed.generation == 1 and resumed.event_prefix != "e"  # its ids are never the first's
     assert run(taker, noted_at + 1, chunks_in(HORIZON_S)) == goes_on
     actions = [c.action for c in goes_on]
     assert "jump" in actions and "wave" not in actions  # the second entry, not the first again
     # A trigger spent before the notes stays spent.
-    await taker.bus.publish(Stamper("s", issued=resumed.events_issued)(Gesture, gesture="thumbs_up"))
+    await taker.bus.publish(Stamper("s", prefix=resumed.event_prefix)(Gesture, gesture="thumbs_up"))
     await asyncio.sleep(0)
     assert taker.script is not None and [f.name for f in taker.script.fired].count("trigger[0]") == 1
     # Minds that start afresh instead begin the timeline again: what the notes are for.
@@ -103,7 +103,7 @@ async def test_notes_of_another_chunk_or_unreadable_ones_are_refused() -> None:
     original = scripted()
     original.start()
     run(original, 0, 5)
-    notes = await Handover(original).notes(events_issued=0)
+    notes = await Handover(original).notes()
     with pytest.raises(HandoverError, match="chunk 5"):
         await take_over(scripted(), notes, 9)
     with pytest.raises(HandoverError, match="cannot be read"):
@@ -135,7 +135,7 @@ async def test_the_director_keeps_its_memory_and_its_speech_cut_mid_way_is_told(
         async with asyncio.timeout(LIMIT_S):
             await original.director.settle()
         run(original, 0, 2)  # the speech is cued to the voice
-        notes = await Handover(original).notes(events_issued=stamp.issued)
+        notes = await Handover(original).notes()
         assert DIRECTOR in notes
 
         taker = directed(llm)
@@ -165,7 +165,7 @@ async def test_inputs_the_director_had_not_answered_are_told_they_will_not_show(
         async with asyncio.timeout(LIMIT_S):
             await hold.reached.wait()
         run(original, 0, 1)
-        notes = await Handover(original).notes(events_issued=stamp.issued)
+        notes = await Handover(original).notes()
         hold.release()
 
         taker = directed(llm)
@@ -189,15 +189,15 @@ async def test_a_story_goes_on_in_another_store_where_it_was_and_can_be_rewound_
     start = player.current
     await player.choose("wave")
     handover = Handover(original)
-    notes = await handover.notes(events_issued=0, story=player)
+    notes = await handover.notes(story=player)
     assert STORY in notes and {name for name in notes if name.startswith(CHECKPOINT)} == {
         CHECKPOINT + start,
         CHECKPOINT + player.current,
     }
     # Nothing was written since: the story's rows are not sent again; a checkpoint taken again is.
-    assert STORY not in await handover.notes(events_issued=0, story=player)
+    assert STORY not in await handover.notes(story=player)
     await player.checkpoint(None)
-    assert set(await handover.notes(events_issued=0, story=player)) == {
+    assert set(await handover.notes(story=player)) == {
         MINDS,
         STORY,
         CHECKPOINT + player.current,
