@@ -1,7 +1,7 @@
 """What a session costs on a generator worker on Ray against one in-process, and how many sessions one
 node keeps in real time, in one run.
 
-    .venv/bin/python benchmarks/cluster.py                 # all three parts (about eight minutes)
+    .venv/bin/python benchmarks/cluster.py                 # all four parts (about nine minutes)
     .venv/bin/python benchmarks/cluster.py --chunks 120 --rounds 3 --seconds 60 --most 6
     .venv/bin/python benchmarks/cluster.py --parts 1 --chunks 240      # part 1 alone
 
@@ -20,8 +20,11 @@ in-process. Part 3, sessions per node: one server with ``--ray local`` (one Ray 
 ``--seconds`` seconds after a warm-up of ``WARM_UP_S`` (the sessions' starts: prefill, the greeting's
 synthesis), each session's chunks ready by their send time over chunks sent (the server's own counts,
 from ``/metrics``). The node keeps k sessions in real time when every one of the k has at least 99.9 % of its
-chunks on time (also given: at least 99 %); it stops after the first k under 99 % for some session. Ray
-is shut down at the end of each part.
+chunks on time (also given: at least 99 %); it stops after the first k under 99 % for some session. Part
+4, batching in a slot: one slot serving ``--batch`` sessions (``ray.init`` in this process), each round
+their chunks asked for at once (the slot batches those that queue while it is busy) against one after
+another (each alone),
+in alternating blocks: the time of the round and per session. Ray is shut down at the end of each part.
 """
 
 from __future__ import annotations
@@ -246,6 +249,51 @@ async def streamed(base: str, k: int, seconds: float) -> list[dict[str, float]]:
     ]
 
 
+async def part_batching(sessions: int, rounds: int, block: int) -> list[str]:
+    slots = await asyncio.to_thread(
+        RaySlots.connect,
+        ClusterSettings(address="local", local_slots=1, sessions_per_slot=sessions),
+        "tiny",
+        {},
+    )
+    try:
+        workers = [await slots.open(identity=0, seed=s, name=f"batch-{s}") for s in range(sessions)]
+        conds = [ChunkCondition(action=("idle", "wave", "nod")[i // 8 % 3]) for i in range(rounds)]
+
+        async def round_of(cond: ChunkCondition, together: bool) -> float:
+            t = time.perf_counter()
+            if together:
+                await asyncio.gather(*(w.produce(cond, Cancel(), encode_frames) for w in workers))
+            else:
+                for w in workers:
+                    await w.produce(cond, Cancel(), encode_frames)
+            return time.perf_counter() - t
+
+        for cond in conds[:4]:  # warm up: a session's first chunks run slower
+            await round_of(cond, True)
+        got: dict[bool, list[float]] = {True: [], False: []}
+        for i, cond in enumerate(conds):
+            together = (i // block) % 2 == 0
+            got[together].append(await round_of(cond, together))
+        slot, _ = slots.slots[0]
+        batches = await slot.batches.remote()
+        for w in workers:
+            await w.close()
+    finally:
+        await slots.close()
+    (t50, t95), (a50, a95) = p50_p95(got[True]), p50_p95(got[False])
+    return [
+        f"Batching in a slot ({sessions} sessions on one slot, {rounds} rounds in blocks of {block};"
+        f" batch sizes seen: {sorted(set(batches))}), ms per round (per session):",
+        "",
+        "| chunks | p50 | p95 |",
+        "|---|---|---|",
+        f"| one after another | {1e3 * a50:.1f} ({1e3 * a50 / sessions:.1f}) | {1e3 * a95:.1f} |",
+        f"| at once (batched as they queue) | {1e3 * t50:.1f} ({1e3 * t50 / sessions:.1f}) | {1e3 * t95:.1f} |",
+        f"| ratio at once / one after another | {t50 / a50:.2f} | {t95 / a95:.2f} |",
+    ]
+
+
 async def part_capacity(most: int, seconds: float) -> list[str]:
     rows: list[str] = []
     kept = dict.fromkeys(REAL_TIME, 0)  # threshold -> the most sessions kept, counting up from 1
@@ -289,6 +337,8 @@ async def main(args: argparse.Namespace) -> None:
         lines += ["", *await part_reaction(args.rounds, args.gestures)]
     if 3 in parts:
         lines += ["", *await part_capacity(args.most, args.seconds)]
+    if 4 in parts:
+        lines += ["", *await part_batching(args.batch, args.chunks, args.block)]
     print("\n".join(lines))
 
 
@@ -296,7 +346,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--parts", default="1,2,3", help="which parts to run (e.g. 1 or 1,3)")
+    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run (e.g. 1 or 1,3)")
+    parser.add_argument("--batch", type=int, default=2, help="sessions on the one slot of part 4")
     parser.add_argument("--chunks", type=int, default=80, help="chunks per worker in part 1")
     parser.add_argument("--block", type=int, default=10, help="chunks in a row on one worker")
     parser.add_argument("--rounds", type=int, default=2, help="sessions per server in part 2")

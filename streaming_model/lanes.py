@@ -237,7 +237,7 @@ class LaneWorker:
         self.paused = False
         """Set by the session while its client is away (``GeneratorWorker.paused``)."""
         lane.workers.add(self)
-        self._opened = self._submit(
+        self._opened = self.call(
             lambda: Producer(lane.backend.open_session(identity, seed, reference), lane.manifest)
         )
         self._closed = False
@@ -258,13 +258,29 @@ class LaneWorker:
         """The backend session (as ``producer``)."""
         return self.producer.session
 
-    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+    def call(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the lane's thread, alone, after what the lane has queued (any thread)."""
         future: Future[T] = Future()
         self.lane.submit(_Call(self, fn, future))
         return future
 
+    def submit_produce(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> Future[T | None]:
+        """``produce``, for a caller that is not on an event loop (any thread)."""
+        future: Future[T | None] = Future()
+        self.lane.submit(_Produce(self, cond, cancel, finish, future))
+        return future
+
+    def leave(self) -> Future[None]:
+        """``close``, for a caller that is not on an event loop: the session closes after the calls queued
+        before, and the lane no longer counts it."""
+        self._closed = True
+        self.lane.workers.discard(self)
+        return self.call(self._close)
+
     async def _call(self, fn: Callable[[], T]) -> T:
-        return await asyncio.wrap_future(self._submit(fn))
+        return await asyncio.wrap_future(self.call(fn))
 
     async def ready(self) -> None:
         """Wait until the session is open (its errors, such as a bad reference, are raised here)."""
@@ -275,9 +291,7 @@ class LaneWorker:
     ) -> T | None:
         """The next chunk, finished, batched with the lane's other chunks waiting with it (the chunk before
         it is committed first); None (nothing made) when ``cancel`` was set before it was denoised."""
-        future: Future[T | None] = Future()
-        self.lane.submit(_Produce(self, cond, cancel, finish, future))
-        return await asyncio.wrap_future(future)
+        return await asyncio.wrap_future(self.submit_produce(cond, cancel, finish))
 
     async def replace(
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
@@ -296,13 +310,8 @@ class LaneWorker:
 
     async def close(self) -> None:
         """Close the session (after its call in flight) and leave the lane. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await self._call(self._close)
-        finally:
-            self.lane.workers.discard(self)
+        if not self._closed:
+            await asyncio.wrap_future(self.leave())
 
     def _close(self) -> None:
         if self._opened.exception() is None:  # done: it ran before this call

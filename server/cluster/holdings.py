@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from streaming_model.lanes import LaneWorker
 from streaming_model.pool import Resumable, TakenOver
-from streaming_model.producer import Producer
 
 
 class NotHeld(KeyError):
@@ -35,7 +35,7 @@ class Place:
     """One place of the slot: reserved by ``owner``, and once opened its session."""
 
     owner: str
-    session: Producer | None = None
+    session: LaneWorker | None = None
     identity: int = 0
     seed: int = 0
     resumable: Resumable | None = None
@@ -77,7 +77,7 @@ class Holdings:
         self,
         key: str,
         owner: str,
-        session: Producer,
+        session: LaneWorker,
         *,
         identity: int,
         seed: int,
@@ -102,7 +102,7 @@ class Holdings:
         place = self._places.get(key)
         return place if place is not None and place.owner == owner else None
 
-    def session(self, key: str, owner: str) -> Producer:
+    def session(self, key: str, owner: str) -> LaneWorker:
         """Session ``key``'s open backend session, behind its chunk steps (``place``'s errors; ``NotHeld``
         if not yet opened)."""
         session = self.place(key, owner).session
@@ -138,7 +138,7 @@ class Holdings:
         place.owner = owner
         return place
 
-    def expire(self) -> list[Producer]:
+    def expire(self) -> list[LaneWorker]:
         """Free the places of every front end whose lease has run out; their open sessions, to close."""
         now = self._clock()
         lapsed = {owner for owner, until in self._leases.items() if until < now}

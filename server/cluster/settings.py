@@ -22,7 +22,8 @@ class ClusterSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     local_slots: int = 2
     """Slots of the Ray started by ``address = "local"``."""
     sessions_per_slot: int = 1
-    """Sessions one slot actor serves at once (each with its own state; their chunks take turns)."""
+    """Sessions one slot actor serves at once, each with its own state; their chunks that fall due together
+    are made as one batch where the backend batches (up to 8), else they take turns."""
     threads: int = 1
     """torch threads of each slot actor."""
     snapshot_every: int = 4

@@ -12,10 +12,14 @@
 
 Every session call names the front end making it (``owner``): the slot's books (``holdings``) say which
 front end holds each place, and refuse (``TakenOver``) the calls of one whose session another front end
-has claimed. Chunk calls (open, adopt, produce, replace, capture, restore, claim, close) take turns on the
-actor's one default thread, as a device serves one chunk at a time, and run the model worker's own steps
+has claimed. Everything a session's model does runs on the slot's lane (``streaming_model.lanes``: one
+thread, as a device serves one step at a time) in the order asked, with the model worker's own steps
 (``streaming_model.producer``: a chunk is committed when the next one is produced, so a replacement is a
-plain regeneration); ``finish`` runs here, so encoded pictures travel, not arrays. Reservations,
+plain regeneration); ``finish`` runs there, so encoded pictures travel, not arrays. ``produce`` and
+``replace`` come in on threads of their own (``chunks``), so the chunks of several sessions that fall due
+together wait in the lane together and, where the backend batches, are made as one batch (one forward
+for all, each session with its own state); the other session calls (open, adopt, capture, restore, claim,
+close) take turns on the actor's default thread and queue in the lane between chunks. Reservations,
 leases, cancels and questions (``reserve``, ``renew``, ``release``, ``cancel``, ``held``, ``holds``,
 ``saved``, ``generating``, ``where``, ``manifest``) run in the ``control`` concurrency group, so a cancel
 reaches a chunk mid-generation. A cancel may arrive before its call starts (it is kept for it) or after it
@@ -58,8 +62,8 @@ from server.cluster.holdings import Holdings, Place
 from streaming_model.backend import BackendManifest
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
+from streaming_model.lanes import Lane, LaneWorker
 from streaming_model.pool import Resumable
-from streaming_model.producer import Producer
 
 T = TypeVar("T")
 
@@ -78,7 +82,11 @@ class SlotClaim(msgspec.Struct, frozen=True, kw_only=True):
     """What the front end that had it kept with its last chunk made (``produce``'s ``notes``)."""
 
 
-@ray.remote(concurrency_groups={"control": 2})  # type: ignore[call-overload]  # (missing from its stubs)
+MAX_TOGETHER = 8
+"""The most chunk calls a slot takes in at once (its ``chunks`` threads), so the largest batch it makes."""
+
+
+@ray.remote(concurrency_groups={"control": 2, "chunks": MAX_TOGETHER})  # type: ignore[call-overload]
 class GeneratorSlot:
     """One slot: the backend, and the sessions of the front ends that reserved it."""
 
@@ -87,11 +95,13 @@ class GeneratorSlot:
     ) -> None:
         torch.set_num_threads(threads)
         self._backend = open_backend(backend, options)
+        # The sessions' model work, on one thread; their chunks batched where the backend batches.
+        self._lane = Lane(self._backend, name="slot", threads=threads, max_batch=min(sessions, MAX_TOGETHER))
         self._every = snapshot_every
         self._exporter = ThreadPoolExecutor(1, thread_name_prefix="export")
         self._lock = threading.Lock()
         self._books = Holdings(sessions)
-        self._reaping: list[Producer] = []  # sessions of lapsed front ends, to close
+        self._reaping: list[LaneWorker] = []  # sessions of lapsed front ends, to close
         self._flags: dict[tuple[str, str, int], threading.Event] = {}
         self._generating: tuple[str, int] | None = None
 
@@ -160,6 +170,11 @@ class GeneratorSlot:
         return (index, state) if index > newer_than else None
 
     @ray.method(concurrency_group="control")
+    def batches(self) -> list[int]:
+        """Sizes of the recent batches of chunks (1: a chunk alone)."""
+        return list(self._lane.batches)
+
+    @ray.method(concurrency_group="control")
     def generating(self) -> tuple[str, int] | None:
         """The (session, call) being generated now, if any."""
         return self._generating
@@ -173,7 +188,12 @@ class GeneratorSlot:
         what lets another front end claim it."""
         with self._lock:
             self._books.place(key, owner)
-        session = Producer(self._backend.open_session(identity, seed, None), self._backend.manifest)
+        session = LaneWorker(self._lane, identity=identity, seed=seed)
+        try:
+            session.producer  # noqa: B018 (waits until it is open: its errors are raised here)
+        except BaseException:
+            session.leave()
+            raise
         with self._lock:
             self._books.opened(key, owner, session, identity=identity, seed=seed, resumable=resumable)
 
@@ -197,10 +217,11 @@ class GeneratorSlot:
             session = self._books.session(key, owner)
             self._books.place(key, owner).notes.update(notes or {})
         if state is not None:
-            session.restore_state(state)
+            session.call(lambda: session.producer.restore_state(state)).result()
         for cond in conds:
-            session.produce(cond, threading.Event(), _discard, deque(maxlen=1))
+            session.submit_produce(cond, threading.Event(), _discard).result()
 
+    @ray.method(concurrency_group="chunks")
     def produce(
         self,
         key: str,
@@ -215,10 +236,11 @@ class GeneratorSlot:
         session once the chunk is made."""
         with self._lock:
             place = self._books.place(key, owner)
-        if place.session is not None and place.session.index % self._every == 0:
+        if place.session is not None and place.session.producer.index % self._every == 0:
             self._save(place, place.session)
         return self._chunk("produce", key, owner, call, cond, finish, notes)
 
+    @ray.method(concurrency_group="chunks")
     def replace(
         self,
         key: str,
@@ -235,7 +257,7 @@ class GeneratorSlot:
         """Session ``key``'s state as portable bytes (what a story store or another slot takes)."""
         with self._lock:
             session = self._books.session(key, owner)
-        return session.export()
+        return session.call(session.producer.export).result()
 
     def restore(self, key: str, owner: str, state: object) -> int:
         """Continue session ``key`` from a stored state; the chunk index it continues at."""
@@ -243,8 +265,13 @@ class GeneratorSlot:
             place = self._books.place(key, owner)
             session = self._books.session(key, owner)
             place.saved = None  # of another history
-        session.restore_state(state)
-        return session.index
+        producer = session.producer
+
+        def restored() -> int:
+            producer.restore_state(state)
+            return producer.index
+
+        return session.call(restored).result()
 
     def claim(self, key: str, resume_token: str, owner: str, lease_s: float) -> SlotClaim | None:
         """Hand session ``key`` to front end ``owner`` if ``resume_token`` is its token (the front end that
@@ -259,12 +286,14 @@ class GeneratorSlot:
         session, resumable = place.session, place.resumable
         assert session is not None and resumable is not None  # (a claimable place has both)
         exports = self._backend.manifest.capabilities.snapshots != "none"
+        producer = session.producer
+        index, state = session.call(lambda: (producer.index, producer.export() if exports else None)).result()
         return SlotClaim(
             note=resumable.note,
             identity=place.identity,
             seed=place.seed,
-            index=session.index,
-            state=session.export() if exports else None,
+            index=index,
+            state=state,
             notes=dict(place.notes),
         )
 
@@ -275,14 +304,14 @@ class GeneratorSlot:
             for flag in [f for f in self._flags if f[:2] == (key, owner)]:
                 del self._flags[flag]
         if place is not None and place.session is not None:
-            place.session.close()
+            place.session.leave().result()
 
     def reap(self) -> None:
         """Close the sessions of front ends whose lease ran out (their places are free already)."""
         with self._lock:
             sessions, self._reaping = self._reaping, []
         for session in sessions:
-            session.close()
+            session.leave().result()
 
     # ------------------------------------------------------------------------------ inside
 
@@ -295,12 +324,13 @@ class GeneratorSlot:
         if gone:
             ray.get_runtime_context().current_actor.reap.remote()
 
-    def _save(self, place: Place, session: Producer) -> None:
-        """Snapshot ``session`` here (a copy) and export it on the export thread."""
+    def _save(self, place: Place, session: LaneWorker) -> None:
+        """Snapshot ``session`` in the lane (a copy) and export it on the export thread."""
         if self._backend.manifest.capabilities.snapshots == "none":
             return
-        index, snap = session.index, session.snapshot()
-        job = self._exporter.submit(lambda: (index, session.session.export_state(snap)))
+        producer = session.producer
+        index, snap = session.call(lambda: (producer.index, producer.snapshot())).result()
+        job = self._exporter.submit(lambda: (index, producer.session.export_state(snap)))
         with self._lock:
             place.saved = job
 
@@ -328,7 +358,13 @@ class GeneratorSlot:
         took: deque[float] = deque(maxlen=1)
         self._generating = (key, call)
         try:
-            out = getattr(session, step)(cond, cancel, finish, took)
+            if step == "produce":
+                out = session.submit_produce(cond, cancel, finish).result()
+                if out is not None:
+                    took.append(session.finish_times[-1])
+            else:
+                producer = session.producer
+                out = session.call(lambda: producer.replace(cond, cancel, finish, took)).result()
         finally:
             self._generating = None
             with self._lock:
@@ -336,7 +372,8 @@ class GeneratorSlot:
         if out is not None and notes:
             with self._lock:
                 place.notes.update(notes)
-        return out, (took[0] if took else None), session.take_commit_s()
+        commit_s = session.commit_times[-1] if step == "produce" and session.commit_times else 0.0
+        return out, (took[0] if took else None), commit_s
 
 
 def _discard(frames: np.ndarray) -> None:

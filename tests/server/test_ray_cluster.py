@@ -38,7 +38,8 @@ from server.media import encode_frames  # noqa: E402
 from server.sessions import SessionFactory  # noqa: E402
 from server.voice import Voice  # noqa: E402
 from streaming_model.condition import ChunkCondition  # noqa: E402
-from streaming_model.worker import Cancel  # noqa: E402
+from streaming_model.tiny import TinyBackend  # noqa: E402
+from streaming_model.worker import Cancel, ModelWorker  # noqa: E402
 from tests.support.microphone import speak_into  # noqa: E402
 from tests.support.served_process import onstage_serve  # noqa: E402
 from tests.support.serving import serving, until  # noqa: E402
@@ -157,6 +158,35 @@ async def test_the_same_seed_gives_byte_identical_frames_in_process_and_on_a_rem
     assert len(runs[0]) == len(runs[1]) == 64
     assert runs[0] == runs[1]
     await until_no_sessions(ray_server)
+
+
+async def test_a_slot_serving_two_sessions_makes_their_chunks_in_one_batch_with_each_sessions_frames(
+    cluster: Cluster,
+) -> None:
+    # A slot of its own (no slot resource: the cluster's are taken), serving two sessions.
+    slot = GeneratorSlot.options(num_cpus=0).remote("tiny", {}, 2, 1, 4)  # type: ignore[attr-defined]
+    seeds = {"a": 31, "b": 32}
+    for key, seed in seeds.items():
+        assert await slot.reserve.remote(key, "fe", LEASE_S)
+        await slot.open.remote(key, "fe", 0, seed)
+    conds = [ChunkCondition(action=("idle", "wave", "nod")[i // 4 % 3]) for i in range(12)]
+    made: dict[str, list[list[bytes]]] = {key: [] for key in seeds}
+    for call, cond in enumerate(conds):  # both sessions' chunks fall due together, as in live sessions
+        outs = await asyncio.gather(
+            *(slot.produce.remote(key, "fe", call, cond, encode_frames) for key in seeds)
+        )
+        for key, (jpegs, _, _) in zip(seeds, outs, strict=True):
+            made[key].append(jpegs)
+    assert 2 in await slot.batches.remote()  # they were made together (the backend batches)
+    for key, seed in seeds.items():  # and each is what a session alone in process makes
+        alone = ModelWorker(TinyBackend.load(), identity=0, seed=seed)
+        try:
+            assert made[key] == [await alone.produce(cond, Cancel(), encode_frames) for cond in conds]
+        finally:
+            await alone.close()
+    for key in seeds:
+        await slot.close.remote(key, "fe")
+    ray.kill(slot)
 
 
 async def test_sessions_spread_over_both_nodes_and_a_full_cluster_refuses_the_next(

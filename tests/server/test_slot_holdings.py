@@ -1,6 +1,6 @@
 """A generator slot's books (``server.cluster.holdings``), without Ray: places, leases on the front ends'
-own clock, and claims by resume token. The sessions are real ``world`` backend sessions; the clock is a
-number the test moves."""
+own clock, and claims by resume token. The sessions are real ``world`` backend sessions on a lane, as in a
+slot; the clock is a number the test moves."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from server.cluster.holdings import Holdings, NotHeld
 from streaming_model.backends import open_backend
+from streaming_model.lanes import Lane, LaneWorker
 from streaming_model.pool import Resumable, TakenOver
-from streaming_model.producer import Producer
 
 LEASE_S = 10.0
 NOTE = Resumable.of(b'{"type":"session.start","seed":3}', "the-token")
@@ -26,12 +26,13 @@ class Clock:
 
 
 @pytest.fixture(scope="module")
-def sessions() -> Iterator[list[Producer]]:
-    backend = open_backend("world", {})
-    opened = [Producer(backend.open_session(0, seed, None), backend.manifest) for seed in range(3)]
+def sessions() -> Iterator[list[LaneWorker]]:
+    lane = Lane(open_backend("world", {}), name="books", threads=1, max_batch=1)
+    opened = [LaneWorker(lane, identity=0, seed=seed) for seed in range(3)]
     yield opened
     for session in opened:
-        session.close()
+        session.leave().result()
+    lane.stop()
 
 
 def test_a_slot_holds_as_many_places_as_it_serves_and_a_key_stays_its_front_ends() -> None:
@@ -47,7 +48,7 @@ def test_a_slot_holds_as_many_places_as_it_serves_and_a_key_stays_its_front_ends
 
 
 def test_the_places_of_a_front_end_that_stopped_renewing_are_freed_once_its_lease_runs_out(
-    sessions: list[Producer],
+    sessions: list[LaneWorker],
 ) -> None:
     clock = Clock()
     books = Holdings(4, clock)
@@ -69,7 +70,7 @@ def test_the_places_of_a_front_end_that_stopped_renewing_are_freed_once_its_leas
 
 
 def test_a_session_is_claimed_with_its_resume_token_and_its_first_front_end_is_refused_from_then_on(
-    sessions: list[Producer],
+    sessions: list[LaneWorker],
 ) -> None:
     books = Holdings(1, Clock())
     books.reserve("a", "fe-1", LEASE_S)
@@ -92,7 +93,7 @@ def test_a_session_is_claimed_with_its_resume_token_and_its_first_front_end_is_r
     assert books.close("a", "fe-2") is place and len(books) == 0
 
 
-def test_a_session_opened_without_a_note_cannot_be_claimed(sessions: list[Producer]) -> None:
+def test_a_session_opened_without_a_note_cannot_be_claimed(sessions: list[LaneWorker]) -> None:
     books = Holdings(1, Clock())
     books.reserve("a", "fe-1", LEASE_S)
     books.opened("a", "fe-1", sessions[0], identity=0, seed=1, resumable=None)
