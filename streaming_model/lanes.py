@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -71,7 +71,8 @@ class _Call:
 
 
 class Lane:
-    """One generator thread and the sessions it serves."""
+    """One generator thread and the sessions it serves; sessions open (prefill) on a thread of their own
+    beside it, so a session joining never holds up the chunks of those already there."""
 
     def __init__(self, backend: Backend, *, name: str, threads: int, max_batch: int) -> None:
         self.backend = backend
@@ -88,6 +89,10 @@ class Lane:
         self._jobs: deque[_Produce | _Call | None] = deque()
         self._ready = threading.Condition()
         self._threads = threads
+        self.prefill = ThreadPoolExecutor(
+            1, thread_name_prefix=f"prefill-{name}", initializer=torch.set_num_threads, initargs=(threads,)
+        )
+        """Where sessions open (and prefill): apart from the lane's chunks, as the encoders are."""
         self._thread = threading.Thread(target=self._run, name=f"lane-{name}", daemon=True)
         self._thread.start()
 
@@ -98,11 +103,12 @@ class Lane:
             self._ready.notify()
 
     def stop(self) -> None:
-        """Finish what is queued, then end the thread (blocks until it has)."""
+        """Finish what is queued, then end the threads (blocks until they have)."""
         with self._ready:
             self._jobs.append(None)
             self._ready.notify()
         self._thread.join()
+        self.prefill.shutdown()
 
     # ------------------------------------------------------------------------------ lane thread
 
@@ -237,7 +243,8 @@ class LaneWorker:
         self.paused = False
         """Set by the session while its client is away (``GeneratorWorker.paused``)."""
         lane.workers.add(self)
-        self._opened = self.call(
+        # Opened beside the lane: its other calls come once it is open (``Lanes.open`` waits for it).
+        self._opened = lane.prefill.submit(
             lambda: Producer(lane.backend.open_session(identity, seed, reference), lane.manifest)
         )
         self._closed = False
@@ -314,7 +321,7 @@ class LaneWorker:
             await asyncio.wrap_future(self.leave())
 
     def _close(self) -> None:
-        if self._opened.exception() is None:  # done: it ran before this call
+        if self._opened.exception() is None:  # (waits for an opening still under way)
             self.producer.close()
 
 
@@ -340,8 +347,15 @@ class Lanes:
     async def open(
         self, *, identity: int, seed: int, name: str, resumable: Resumable | None = None
     ) -> LaneWorker:
-        """A worker for a new session on the lane with the fewest sessions (it opens in that lane)."""
-        return LaneWorker(self._emptiest(), identity=identity, seed=seed)
+        """A worker for a new session on the lane with the fewest sessions, open (prefilled beside the
+        lane, whose chunks go on meanwhile)."""
+        worker = LaneWorker(self._emptiest(), identity=identity, seed=seed)
+        try:
+            await worker.ready()
+        except BaseException:
+            await worker.close()
+            raise
+        return worker
 
     async def claim(self, name: str, resume_token: str) -> Claimed | None:
         """Nothing to claim: no other front end reaches this process's lanes."""

@@ -154,3 +154,21 @@ async def test_sessions_spread_over_the_lanes_and_a_backend_that_does_not_batch_
     lanes = Lanes(batching, lanes=1, max_batch=1)  # batching turned off by the pool
     assert lanes.lanes[0].max_batch == 1
     await lanes.close()
+
+
+async def test_a_session_opens_beside_its_lane_so_the_lanes_chunks_never_wait_for_its_prefill(
+    one_lane: Lanes,
+) -> None:
+    first = await one_lane.open(identity=0, seed=1, name="first")
+    release = threading.Event()
+    held = first.call(lambda: release.wait(60))  # the lane's thread is busy (as with a long chunk)
+    try:
+        # The newcomer opens and prefills meanwhile: its opening does not queue behind the lane's work.
+        second = await asyncio.wait_for(one_lane.open(identity=1, seed=2, name="second"), 60)
+        assert not held.done()
+    finally:
+        release.set()
+    assert held.result(60) is True
+    assert await second.produce(cond(1), Cancel(), keep) is not None
+    for worker in (first, second):
+        await worker.close()
