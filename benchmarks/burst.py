@@ -10,9 +10,10 @@ on its own niced thread, ``events.priority``) and one session streaming to a Web
 alternate, quiet then burst, so that whatever else the machine does weighs on both alike. In a burst window
 ``--jobs`` transcriptions of real speech (the five speakers of tests/data/sounds) and ``--jobs`` syntheses of
 a reply are queued at once, as when that many sessions end their turns together, and queued again as soon as
-they are done, until the window ends. With ``--ray`` the encoders are the shared Ray actor
-(``server.cluster.encoders``: one Whisper, one YAMNet and one Piper for every front end) and the session's
-generator a Ray slot actor, on a Ray started here with one slot. Per kind of window: the session's chunks on time (the conductor's own
+they are done, until the window ends. With ``--ray`` the encoders are the shared Ray actors
+(``server.cluster.encoders``: Whisper, YAMNet and Piper for every front end; one here, as the Ray started
+here declares no ``onstage_encoders``) and the session's generator a Ray slot actor, on that Ray, with one
+slot. Per kind of window: the session's chunks on time (the conductor's own
 count), chunk generation time p50 / p99, and the largest gap between frames at the client; and how many
 encoder jobs the burst got through.
 """

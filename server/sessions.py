@@ -46,7 +46,6 @@ from server.speech import SpeechConfig
 from server.voice import Voice
 from streaming_model.backend import Backend
 from streaming_model.kv_cache import SnapshotError
-from streaming_model.lanes import Lanes
 from streaming_model.pool import Claimed, LocalWorkers, Resumable, WorkerPool
 from streaming_model.worker import GeneratorWorker
 from streaming_model.world.palette import NUM_IDENTITIES
@@ -102,9 +101,9 @@ class SessionFactory:
         self.hearing = hearing or Hearing()
         self.director = director if director is not None else load_config()
         self.defaults = defaults or SessionDefaults()
-        # Sessions whose chunks a lane batches start on a shared grid, so that their chunks fall due together.
-        batches = isinstance(workers, Lanes) and workers.batching
-        self.conductor = conductor or ConductorConfig(aligned=batches)
+        # Sessions whose chunks a lane (in process or in a slot) batches start on a shared grid, so that
+        # their chunks fall due together.
+        self.conductor = conductor or ConductorConfig(aligned=workers.batching)
         self.ears = ears or EarsConfig(turn=server_turn())
         self.manifest = workers.manifest.vocabulary
         self.story_db = story_db

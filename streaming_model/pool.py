@@ -80,6 +80,12 @@ class WorkerPool(Protocol):
         """What the pool's backend declares (the same for every worker it opens)."""
         ...
 
+    @property
+    def batching(self) -> bool:
+        """Whether the pool batches the chunks of sessions that fall due together (then sessions start on a
+        shared grid, so that their chunks do)."""
+        ...
+
     async def open(
         self, *, identity: int, seed: int, name: str, resumable: Resumable | None = None
     ) -> GeneratorWorker:
@@ -174,6 +180,9 @@ class LocalWorkers:
         self.cores = cores or os.cpu_count() or 1
         """The cores the sessions' threads share (what their load is measured against)."""
         self._workers: weakref.WeakSet[ModelWorker] = weakref.WeakSet()
+
+    batching = False
+    """Each session on its own thread: nothing to batch."""
 
     @property
     def manifest(self) -> BackendManifest:

@@ -259,16 +259,21 @@ class RaySlots:
         owns_ray: bool,
         snapshot_every: int = ClusterSettings().snapshot_every,
         lease_s: float = ClusterSettings().lease_s,
+        sessions_per_slot: int = ClusterSettings().sessions_per_slot,
     ) -> None:
         """``slots``: the actors and their nodes, interleaved by node so sessions spread over nodes;
         ``snapshot_every``: the actors' (when to fetch a session's saved state); ``lease_s``: how long the
-        slots hold this front end's places after its last renewal."""
+        slots hold this front end's places after its last renewal; ``sessions_per_slot``: the most sessions
+        a slot serves at once."""
         self.slots = slots
         self.snapshot_every = snapshot_every
         self.lease_s = lease_s
         self.owner = secrets.token_hex(8)
         """This front end, to the slots."""
         self._manifest = manifest
+        self.batching = sessions_per_slot > 1 and manifest.capabilities.batching != "none"
+        """Whether the slots batch their sessions' chunks (several sessions a slot, a backend that batches):
+        then the front end starts its sessions on a shared grid, as in process."""
         self._owns_ray = owns_ray
         self._renewing: asyncio.Task[None] | None = None
 
@@ -324,6 +329,8 @@ class RaySlots:
         try:
             places = [_ask_up(a, "where", deadline) for a in actors]
             manifests = [_ask_up(a, "manifest", deadline) for a in actors]
+            # What the slots were made with (by the first front end), not this one's settings.
+            per_slot = max(_ask_up(a, "places", deadline) for a in actors)
         except ray.exceptions.GetTimeoutError:
             raise ClusterError(
                 f"the {total} generator slot actors were not all up within {settings.start_timeout_s:g} s"
@@ -335,7 +342,14 @@ class RaySlots:
             by_node.setdefault(node, []).append(actor)
         columns = [[(actor, node) for actor in group] for node, group in by_node.items()]
         interleaved = [pair for row in itertools.zip_longest(*columns) for pair in row if pair is not None]
-        return cls(interleaved, manifests[0], owns, settings.snapshot_every, settings.lease_s)
+        return cls(
+            interleaved,
+            manifests[0],
+            owns,
+            settings.snapshot_every,
+            settings.lease_s,
+            per_slot,
+        )
 
     async def open(
         self, *, identity: int, seed: int, name: str, resumable: Resumable | None = None

@@ -170,6 +170,11 @@ class GeneratorSlot:
         return (index, state) if index > newer_than else None
 
     @ray.method(concurrency_group="control")
+    def places(self) -> int:
+        """How many sessions this slot serves at once (its maker's ``sessions_per_slot``)."""
+        return self._books.capacity
+
+    @ray.method(concurrency_group="control")
     def batches(self) -> list[int]:
         """Sizes of the recent batches of chunks (1: a chunk alone)."""
         return list(self._lane.batches)

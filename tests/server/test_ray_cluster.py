@@ -189,6 +189,19 @@ async def test_a_slot_serving_two_sessions_makes_their_chunks_in_one_batch_with_
     ray.kill(slot)
 
 
+async def test_a_front_end_whose_slots_batch_starts_its_sessions_on_one_grid(
+    factory: SessionFactory, slots: RaySlots
+) -> None:
+    # The module's slots serve a session each: nothing to batch, so sessions start when they come.
+    assert not slots.batching
+    assert not SessionFactory(None, factory.voice, factory.hearing, workers=slots).conductor.aligned
+    # Slots serving two sessions each, of a backend that batches: sessions start on a shared grid, so
+    # that their chunks fall due together and are made as one batch.
+    sharing = RaySlots(slots.slots, slots.manifest, owns_ray=False, sessions_per_slot=2)
+    assert sharing.batching
+    assert SessionFactory(None, factory.voice, factory.hearing, workers=sharing).conductor.aligned
+
+
 async def test_sessions_spread_over_both_nodes_and_a_full_cluster_refuses_the_next(
     ray_server: OnstageServer,
 ) -> None:
