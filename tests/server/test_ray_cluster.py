@@ -43,6 +43,7 @@ from streaming_model.worker import Cancel, ModelWorker  # noqa: E402
 from tests.support.microphone import speak_into  # noqa: E402
 from tests.support.served_process import onstage_serve  # noqa: E402
 from tests.support.serving import serving, until  # noqa: E402
+from tests.support.slow_finish import held_jpegs  # noqa: E402
 from tests.support.sound_set import SPEECH, clip  # noqa: E402
 from tests.support.voicing import STILL  # noqa: E402
 
@@ -163,23 +164,35 @@ async def test_the_same_seed_gives_byte_identical_frames_in_process_and_on_a_rem
 async def test_a_slot_serving_two_sessions_makes_their_chunks_in_one_batch_with_each_sessions_frames(
     cluster: Cluster,
 ) -> None:
-    # A slot of its own (no slot resource: the cluster's are taken), serving two sessions.
-    slot = GeneratorSlot.options(num_cpus=0).remote("tiny", {}, 2, 1, 4)  # type: ignore[attr-defined]
-    seeds = {"a": 31, "b": 32}
+    # A slot of its own (no slot resource: the cluster's are taken), serving three sessions: one holds the
+    # slot busy while the other two's chunks come due, so that those wait together.
+    slot = GeneratorSlot.options(num_cpus=0).remote("tiny", {}, 3, 1, 4)  # type: ignore[attr-defined]
+    seeds = {"a": 31, "b": 32, "holder": 33}
     for key, seed in seeds.items():
         assert await slot.reserve.remote(key, "fe", LEASE_S)
         await slot.open.remote(key, "fe", 0, seed)
     conds = [ChunkCondition(action=("idle", "wave", "nod")[i // 4 % 3]) for i in range(12)]
-    made: dict[str, list[list[bytes]]] = {key: [] for key in seeds}
-    for call, cond in enumerate(conds):  # both sessions' chunks fall due together, as in live sessions
+    made: dict[str, list[list[bytes]]] = {"a": [], "b": []}
+    for call, cond in enumerate(conds):
+        holding = None
+        if call == 0:
+            holding = slot.produce.remote("holder", "fe", call, cond, held_jpegs)
+            for _ in range(3000):  # until the holder's chunk is in the slot (then it holds it HOLD_S)
+                if await slot.generating.remote() == ("holder", call):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the holder's chunk never reached the slot")
         outs = await asyncio.gather(
-            *(slot.produce.remote(key, "fe", call, cond, encode_frames) for key in seeds)
+            *(slot.produce.remote(key, "fe", call, cond, encode_frames) for key in made)
         )
-        for key, (jpegs, _, _) in zip(seeds, outs, strict=True):
+        for key, (jpegs, _, _) in zip(made, outs, strict=True):
             made[key].append(jpegs)
-    assert 2 in await slot.batches.remote()  # they were made together (the backend batches)
-    for key, seed in seeds.items():  # and each is what a session alone in process makes
-        alone = ModelWorker(TinyBackend.load(), identity=0, seed=seed)
+        if holding is not None:
+            await holding
+    assert 2 in await slot.batches.remote()  # a and b, queued behind the holder, were made as one batch
+    for key in made:  # and each is what a session alone in process makes
+        alone = ModelWorker(TinyBackend.load(), identity=0, seed=seeds[key])
         try:
             assert made[key] == [await alone.produce(cond, Cancel(), encode_frames) for cond in conds]
         finally:
