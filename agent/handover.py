@@ -156,7 +156,7 @@ class Resumed:
 
 async def take_over(minds: Minds, notes: Mapping[str, bytes], next_chunk: int) -> Resumed:
     """Put another front end's notes into ``minds`` (built afresh for the session, not started yet), for a
-    generator that makes ``next_chunk`` next. Speech cued to the other front end's voice is cut.
+    generator that makes ``next_chunk`` next (``Resumed.tell`` what is left, once the session runs).
     ``HandoverError`` if the notes cannot be read or are of another chunk."""
     try:
         note = unwrap(notes[MINDS], "minds", _MindsNote)

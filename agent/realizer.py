@@ -640,13 +640,12 @@ class Realizer:
             self._owed_start(entry, voice)
             self._publish_speech(entry, voice, "interrupted", heard_text)
 
-    def cut_voices(self) -> list[str]:
+    def cut_voices(self) -> None:
         """End, as interrupted, every speech already cued to a voice: the voice playing it is gone (another
-        front end took the session over), so none of it sounds from here on. Their speech ids."""
+        front end took the session over), so none of it sounds from here on."""
         cut = [speech_id for speech_id, (_, voice) in self._voices.items() if voice.cued is not None]
         for speech_id in cut:
             self.speech_interrupted(speech_id, "")
-        return cut
 
     # ------------------------------------------------------------------------------------- tick
 

@@ -304,8 +304,14 @@ class LaneWorker:
         self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
     ) -> T | None:
         """The last produced chunk again under ``cond`` (alone); when cancelled, that chunk stands."""
+        return await asyncio.wrap_future(self.submit_replace(cond, cancel, finish))
+
+    def submit_replace(
+        self, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> Future[T | None]:
+        """``replace``, for a caller that is not on an event loop (any thread)."""
         done = timed(finish, self.lane.finish_s)
-        return await self._call(lambda: self.producer.replace(cond, cancel, done, self.finish_times))
+        return self.call(lambda: self.producer.replace(cond, cancel, done, self.finish_times))
 
     async def capture(self) -> SessionSnapshot | bytes:
         """The state now (every chunk produced), for the story store."""

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
@@ -360,16 +359,10 @@ class GeneratorSlot:
             for old in [f for f in self._flags if f[:2] == (key, owner) and f[2] < call]:
                 del self._flags[old]
         cancel = self._flag(key, owner, call)
-        took: deque[float] = deque(maxlen=1)
+        submit = session.submit_produce if step == "produce" else session.submit_replace
         self._generating = (key, call)
         try:
-            if step == "produce":
-                out = session.submit_produce(cond, cancel, finish).result()
-                if out is not None:
-                    took.append(session.finish_times[-1])
-            else:
-                producer = session.producer
-                out = session.call(lambda: producer.replace(cond, cancel, finish, took)).result()
+            out = submit(cond, cancel, finish).result()
         finally:
             self._generating = None
             with self._lock:
@@ -377,8 +370,9 @@ class GeneratorSlot:
         if out is not None and notes:
             with self._lock:
                 place.notes.update(notes)
+        finish_s = session.finish_times[-1] if out is not None else None
         commit_s = session.commit_times[-1] if step == "produce" and session.commit_times else 0.0
-        return out, (took[0] if took else None), commit_s
+        return out, finish_s, commit_s
 
 
 def _discard(frames: np.ndarray) -> None:
