@@ -31,8 +31,9 @@ from generator import BUDGET_MS, script
 
 from streaming_model.condition import ChunkCondition
 from streaming_model.linears import check_linears
+from streaming_model.passes import commit_many, decode_many, generate_many
 from streaming_model.precision import compute_dtype
-from streaming_model.runtime import Generator, Session, commit_many, decode_many, generate_many
+from streaming_model.runtime import Generator, Session
 from streaming_model.sampler import STEPS
 
 WARM_ROUNDS = 5

@@ -18,6 +18,9 @@ The paths, each its own session on the same script and seed:
   (``precision.held_for_compute``): a session as it opens now, frames bit-identical to ``today``'s;
 - ``int8``: and the blocks' Linear layers in dynamic int8 (``linears=int8``);
 - ``1 step``, ``1 step int8``: one denoise step, with float or int8 linears (both held);
+- ``1 step fused``, ``1 step int8 fused``: the same with each chunk written to the cache in the pass that
+  generates the next (``commit_pass="fused"``, ``streaming_model.passes``: its commit's time is in
+  ``gen``); every other path commits in a pass of its own (``apart``);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -43,6 +46,7 @@ from streaming_model.kv_cache import CacheMode
 from streaming_model.linears import Linears
 from streaming_model.loading import CODEC_PATH, DIT_PATH
 from streaming_model.manifest import ACTION_NAMES, build_manifest
+from streaming_model.passes import CommitPass
 from streaming_model.precision import compute_dtype
 from streaming_model.runtime import Generator, Session
 from streaming_model.world.episodes import reference_chunk
@@ -137,7 +141,9 @@ def interrupt_latency(session: Session, trials: int) -> dict[str, float]:
     cond = ChunkCondition(action="wave")
     t0 = time.perf_counter()
     for _ in range(5):
-        session.generate(cond)
+        warm = session.generate(cond)
+        assert warm is not None
+        session.commit(warm, decode=False)  # so that the next pass also commits it, where it fuses
     gen_s = (time.perf_counter() - t0) / 5
     lat = []
     for _ in range(trials):
@@ -155,6 +161,8 @@ def interrupt_latency(session: Session, trials: int) -> dict[str, float]:
         timer.join()
         if out is None:
             lat.append(1000.0 * (done - stamp[0]))
+        else:
+            session.commit(out, decode=False)
     steps = len(session.levels)
     return {
         "step_ms": 1000.0 * gen_s / steps,
@@ -177,13 +185,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
 
-    def session(steps: int, linears: Linears = "float", mode: CacheMode = "write_time") -> Session:
-        return gen.open_session(identity=1, seed=0, steps=steps, cache_mode=mode, linears=linears)
+    def session(steps: int, linears: Linears = "float", commit_pass: CommitPass = "apart") -> Session:
+        return gen.open_session(identity=1, seed=0, steps=steps, linears=linears, commit_pass=commit_pass)
 
     def as_loaded(steps: int, mode: CacheMode = "write_time", whole: bool = True) -> Session:
         """A session on the fp32 model as loaded (weights cast by autocast on use), as before."""
         reference = reference_chunk(np.array([1]))[0]
-        s = Session(gen, reference, 0, steps, mode, 8, 0.0, gen.dit)
+        s = Session(gen, reference, 0, steps, mode, 8, 0.0, gen.dit, commit_pass="apart")
         return commit_whole(s, gen.dit) if whole else s
 
     n = args.chunks
@@ -194,6 +202,8 @@ def main() -> None:
         Lane("int8", session(args.steps, "int8"), n),
         Lane("1 step", session(1), n),
         Lane("1 step int8", session(1, "int8"), n),
+        Lane("1 step fused", session(1, commit_pass="fused"), n),
+        Lane("1 step int8 fused", session(1, "int8", "fused"), n),
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
     t0 = time.perf_counter()
@@ -206,14 +216,14 @@ def main() -> None:
         f"budget {BUDGET_MS:.1f} ms per chunk, paths in turns, {wall:.0f} s"
     )
     print(
-        f"{'path':<13} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
+        f"{'path':<17} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
         f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'frames':>7} "
         f"{'frames p99':>10} {'maint ms':>9} "
         f"{'RSS MiB':>15}"
     )
     for name, r in results.items():
         print(
-            f"{name:<13} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+            f"{name:<17} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
             f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
             f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
             f"{r['decode_ms']:>7.1f} {r['frames_ms']:>7.1f} {r['frames_p99_ms']:>10.1f} {r['maint_ms']:>9.3f} "
@@ -221,7 +231,7 @@ def main() -> None:
         )
     naive = results["naive"]
     print(f"maintenance naive / write-time: {naive['maint_ms'] / max(today['maint_ms'], 1e-9):.1f}x")
-    lat = interrupt_latency(gen.open_session(identity=1, seed=0, steps=args.steps), 40)
+    lat = interrupt_latency(gen.open_session(identity=1, seed=0, steps=args.steps), 40)  # fused
     print(
         f"interrupt: {lat['n']} cancelled mid-chunk, cancel->return median {lat['median_ms']:.1f} ms, "
         f"max {lat['max_ms']:.1f} ms (one denoise step = {lat['step_ms']:.1f} ms)"

@@ -181,6 +181,8 @@ class DiT(nn.Module):
         sin: torch.Tensor,
         attend: AttendFn,
         base: torch.Tensor | None = None,
+        kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+        predict_from: int = 0,
     ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
         """Run chunks z (B, nC, C, 16, 16) with conditions c (B, nC, w) and rope tables for their tokens.
 
@@ -189,11 +191,17 @@ class DiT(nn.Module):
         (most of a chunk is the chunk before it).
         Returns the x0 prediction (B, nC, C, 16, 16) and, per layer, the normalised keys *before*
         rotation and the values (B, H, nC*64, hd): a cache rotates those keys for the positions it
-        owns when the chunk is committed.
+        owns when the chunk is committed. They are appended to ``kv`` where one is given, each before its
+        layer's ``attend``: an attention that writes a chunk to the cache as the pass goes reads them there.
+
+        predict_from: the first chunk whose prediction is wanted. The chunks before it run only as far as
+        their last keys and values (as ``keys_values``): the last block's ``attend`` is then given the
+        queries of the predicted chunks alone, and the prediction (and ``base``) covers those chunks.
         """
-        kv: list[tuple[torch.Tensor, torch.Tensor]] = []
-        x = self._blocks(z, c, cos, sin, attend, kv, finish_last=True)
+        kv = [] if kv is None else kv
+        x = self._blocks(z, c, cos, sin, attend, kv, finish_from=predict_from)
         assert x is not None
+        c = c[:, predict_from:]
         shift, scale = (m.unsqueeze(2) for m in self.ada_out(F.silu(c)).chunk(2, dim=-1))
         out = self.patch_out(self.norm_out(x) * (1 + scale) + shift)
         pred = self.unpatchify(out.float())
@@ -206,7 +214,7 @@ class DiT(nn.Module):
         for bit, without what only the prediction needs: the last block's attention and MLP and the output
         head. A cache's commit pass wants nothing else (the chunk's own prediction is already known)."""
         kv: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self._blocks(z, c, cos, sin, attend, kv, finish_last=False)
+        self._blocks(z, c, cos, sin, attend, kv, finish_from=None)
         return kv
 
     def _blocks(
@@ -217,10 +225,11 @@ class DiT(nn.Module):
         sin: torch.Tensor,
         attend: AttendFn,
         kv: list[tuple[torch.Tensor, torch.Tensor]],
-        finish_last: bool,
+        finish_from: int | None,
     ) -> torch.Tensor | None:
         """The blocks over patchified z, appending each block's keys and values to kv; the last block's
-        output (B, nC, T, w), or None when ``finish_last`` is false: the last block stops once it has projected."""
+        output for the chunks from ``finish_from`` on (B, nC - finish_from, T, w), or None when it is None:
+        the last block stops once it has projected."""
         x = self.patch_in(self.patchify(z))
         # To mypy a ModuleList yields plain Modules; these are the Blocks built in __init__.
         blocks = cast("list[Block]", list(self.blocks))
@@ -228,9 +237,16 @@ class DiT(nn.Module):
             mod = blk.modulation(c)
             q, k, v = blk.project(x, mod)
             kv.append((k, v))
-            if not finish_last and i == len(blocks) - 1:
-                return None
-            q = rotate(q, cos, sin).to(v.dtype)
+            if i == len(blocks) - 1:
+                if finish_from is None:
+                    return None
+                # Only the predicted chunks go on: their queries, rows and modulation.
+                first = finish_from * self.cfg.tokens
+                q, cos_q, sin_q = q[:, :, first:], cos[..., first:, :], sin[..., first:, :]
+                x, mod = x[:, finish_from:], tuple(m[:, finish_from:] for m in mod)
+            else:
+                cos_q, sin_q = cos, sin
+            q = rotate(q, cos_q, sin_q).to(v.dtype)
             k = rotate(k, cos, sin).to(v.dtype)
             x = blk.finish(x, attend(i, q, k, v), mod)
         return x

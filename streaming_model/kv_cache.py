@@ -207,6 +207,7 @@ class KVCache:
         self.view_v = torch.zeros(view_shape, dtype=dtype)
         self.journal: deque[CacheState] = deque(maxlen=journal)
         self.has_sink = False
+        self._open: tuple[int, float, tuple[torch.Tensor, torch.Tensor]] | None = None  # a commit begun
         self.maintenance_s = 0.0  # time spent rotating/quantizing/assembling the cache (both modes)
 
     # --- layout helpers -----------------------------------------------------------------------
@@ -227,22 +228,31 @@ class KVCache:
 
     # --- writes -------------------------------------------------------------------------------
     def _write_slot(self, slot: int, kv_raw: list[tuple[torch.Tensor, torch.Tensor]], pos: float) -> None:
-        st = self.state
-        cos, sin = self.tables(torch.tensor([pos], dtype=torch.float64))
-        tok = self._tok(slot)
+        tables = self.tables(torch.tensor([pos], dtype=torch.float64))
         for layer, (k, v) in enumerate(kv_raw):
-            if self.mode == "naive":  # keep raw keys; every read redoes the work
-                assert st.raw_k is not None and st.raw_v is not None
-                st.raw_k[layer, :, tok] = k[0]
-                st.raw_v[layer, :, tok] = v[0]
-                continue
-            kq, ks = quantize(rotate(k[0], cos, sin))
-            vq, vs = quantize(v[0])
-            st.k_q[layer, :, tok], st.k_s[layer, :, tok] = kq, ks
-            st.v_q[layer, :, tok], st.v_s[layer, :, tok] = vq, vs
-            self.view_k[layer, 0, :, self._view(slot)] = dequantize(kq, ks, self.dtype)
-            self.view_v[layer, 0, :, self._view(slot)] = dequantize(vq, vs, self.dtype)
-        st.slot_pos[slot] = pos
+            self._write_layer(slot, layer, k, v, tables)
+        self.state.slot_pos[slot] = pos
+
+    def _write_layer(
+        self,
+        slot: int,
+        layer: int,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        tables: tuple[torch.Tensor, torch.Tensor],
+    ) -> None:
+        st, tok = self.state, self._tok(slot)
+        if self.mode == "naive":  # keep raw keys; every read redoes the work
+            assert st.raw_k is not None and st.raw_v is not None
+            st.raw_k[layer, :, tok] = k[0]
+            st.raw_v[layer, :, tok] = v[0]
+            return
+        kq, ks = quantize(rotate(k[0], *tables))
+        vq, vs = quantize(v[0])
+        st.k_q[layer, :, tok], st.k_s[layer, :, tok] = kq, ks
+        st.v_q[layer, :, tok], st.v_s[layer, :, tok] = vq, vs
+        self.view_k[layer, 0, :, self._view(slot)] = dequantize(kq, ks, self.dtype)
+        self.view_v[layer, 0, :, self._view(slot)] = dequantize(vq, vs, self.dtype)
 
     def prefill_sink(self, kv_raw: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Pin the reference chunk's keys and values at position 0."""
@@ -253,18 +263,61 @@ class KVCache:
 
     def commit(self, kv_raw: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Commit the pending chunk's keys/values (unrotated keys, (1, H, T, D) per layer)."""
+        self.begin_commit()
+        for layer, (k, v) in enumerate(kv_raw):
+            self.commit_layer(layer, k, v)
+        self.end_commit()
+
+    # A commit layer by layer: for a pass that commits a chunk and generates the next one at once, each
+    # layer's keys and values go in as soon as they are known, before the next chunk attends in that layer.
+    def layered(self) -> bool:
+        """Whether the next commit can be written layer by layer while the chunk after it attends
+        (``attend_next``): on the write-time path, when that commit moves no position (no rebase)."""
+        return self.mode == "write_time" and self.has_sink and self.state.pos_next + 1 <= self.max_distance
+
+    def begin_commit(self) -> None:
+        """Start committing the pending chunk: the state as it is goes to the journal; ``commit_layer``
+        for every layer, then ``end_commit`` (or ``abort_commit``) follow."""
         if not self.has_sink:
             raise RuntimeError("commit before the reference was prefilled")
         t0 = time.perf_counter()
         self.journal.append(self.state.clone())
+        pos = float(self.state.pos_next)
+        self._open = (
+            1 + self.state.count % self.W,
+            pos,
+            self.tables(torch.tensor([pos], dtype=torch.float64)),
+        )
+        self.maintenance_s += time.perf_counter() - t0
+
+    def commit_layer(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """One layer of the commit begun: its unrotated keys and values, (1, H, T, D)."""
+        assert self._open is not None, "commit_layer outside begin_commit / end_commit"
+        t0 = time.perf_counter()
+        slot, _, tables = self._open
+        self._write_layer(slot, layer, k, v, tables)
+        self.maintenance_s += time.perf_counter() - t0
+
+    def end_commit(self) -> None:
+        """The commit begun is whole: the chunk takes its slot and position (a rebase follows when the
+        next position would leave the trained range)."""
+        assert self._open is not None, "end_commit without begin_commit"
+        t0 = time.perf_counter()
+        slot, pos, _ = self._open
+        self._open = None
         st = self.state
-        slot = 1 + st.count % self.W
-        self._write_slot(slot, kv_raw, float(st.pos_next))
+        st.slot_pos[slot] = pos
         st.count += 1
         st.pos_next += 1
         if st.pos_next > self.max_distance:
             self._rebase(st.pos_next - (self.W + 1))
         self.maintenance_s += time.perf_counter() - t0
+
+    def abort_commit(self) -> None:
+        """Undo the commit begun (its layers written so far included): the cache as before ``begin_commit``."""
+        assert self._open is not None, "abort_commit without begin_commit"
+        self._open = None
+        self.restore(self.journal.pop())
 
     def _rebase(self, delta: int) -> None:
         """Move every ring chunk back in time by delta (the sink stays at 0)."""
@@ -297,6 +350,16 @@ class KVCache:
         kk, vv2 = torch.cat(keys, dim=2), torch.cat(values, dim=2)
         self.maintenance_s += time.perf_counter() - t0
         return F.scaled_dot_product_attention(q, kk, vv2)
+
+    def attend_next(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Attention of the chunk after the one being committed (``begin_commit``; its ``layer`` written):
+        over the sink, the window as it is with that chunk in it, and itself (write-time path only)."""
+        assert self._open is not None, "attend_next outside a layered commit"
+        vk, vv = self.view_k[layer], self.view_v[layer]
+        vk[:, :, self.T : 2 * self.T] = k
+        vv[:, :, self.T : 2 * self.T] = v
+        n = (2 + min(self.state.count + 1, self.W)) * self.T
+        return F.scaled_dot_product_attention(q, vk[:, :, :n], vv[:, :, :n])
 
     def _naive_window(self, layer: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Re-rotate and re-quantize every committed slot from the raw keys (the baseline's work)."""
@@ -351,7 +414,9 @@ class KVCache:
             )
         self.state = snap.clone()
         if self.mode == "write_time":
-            for slot in range(0, 1 + self.filled()):
+            # Every slot, filled or not: the view then mirrors the store wholly, whatever a commit left
+            # in a slot it was writing when it was abandoned (``abort_commit``).
+            for slot in range(0, 1 + self.W):
                 tok, view = self._tok(slot), self._view(slot)
                 self.view_k[:, 0, :, view] = dequantize(
                     self.state.k_q[:, :, tok], self.state.k_s[:, :, tok], self.dtype

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast, overload
@@ -27,31 +26,25 @@ import msgspec
 import numpy as np
 import torch
 
-from .codec import Codec, to_pixels, to_uint8
-from .condition import ChunkCondition, continuous_features, encode, next_phase
-from .dit import AttendFn, DiT
+from .codec import Codec, to_pixels
+from .condition import ChunkCondition, continuous_features, encode
+from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
+from .passes import (
+    COMMIT_PASSES,
+    CommitPass,
+    PendingChunk,
+    commit_many,
+    decode_many,
+    generate_many,
+    write_held,
+)
 from .precision import compute_dtype, computing, held_for_compute
-from .sampler import COMMIT_STEP, CONTEXT_T, DAMAGE_STEP, STEPS, levels, renoise, seeded_noise
+from .sampler import DAMAGE_STEP, STEPS, levels, seeded_noise
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
-
-
-class Cancelled(Exception):
-    """Raised inside a denoise pass when the cancel flag is seen; generate() turns it into None."""
-
-
-@dataclass(frozen=True)
-class PendingChunk:
-    """A generated, not yet committed chunk."""
-
-    index: int  # chunk index in the session (frames 4*index .. 4*index+3)
-    latent: torch.Tensor  # (1, 1, C, 16, 16)
-    condition: ChunkCondition
-    phase0: int
-    voice: tuple[float, ...] = ()  # the voice of the frames before the chunk and of its 4 frames
 
 
 @dataclass(frozen=True)
@@ -151,8 +144,12 @@ class Generator:
         journal: int = 8,
         cache_noise: float = 0.0,
         linears: Linears = "float",
+        commit_pass: CommitPass = "fused",
     ) -> Session:
         """A new session whose identity comes from a reference chunk/image, or a built-in identity.
+
+        ``commit_pass``: ``fused`` writes a committed chunk to the cache in the pass that generates the
+        next one (``generate_many``), ``apart`` in a pass of its own at ``commit`` (the path before).
 
         ``linears``: what the transformer blocks' matrix products compute in (``streaming_model.linears``;
         ``float`` as trained, ``int8`` the faster dynamic quantisation).
@@ -167,7 +164,9 @@ class Generator:
         if not cache_noise >= 0.0:
             raise ValueError(f"cache_noise must be >= 0, got {cache_noise}")
         dit = self.dit_for(linears)
-        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise, dit)
+        if commit_pass not in COMMIT_PASSES:
+            raise ValueError(f"commit_pass must be one of {COMMIT_PASSES}, got {commit_pass!r}")
+        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise, dit, commit_pass)
 
 
 class Session:
@@ -183,7 +182,12 @@ class Session:
         journal: int,
         cache_noise: float = 0.0,
         dit: DiT | None = None,
+        commit_pass: CommitPass = "fused",
     ) -> None:
+        self.commit_pass = commit_pass
+        self.held: PendingChunk | None = None
+        """A committed chunk the cache has not taken yet (``commit_pass="fused"``): the next generation's
+        pass writes it (``generate_many``), and anything that reads the committed state settles it first."""
         self.dit, self.codec = (gen.dit_for("float") if dit is None else dit), gen.codec
         cfg = self.dit.cfg
         self.seed, self.levels, self.cache_noise = seed, levels(steps), cache_noise
@@ -206,8 +210,10 @@ class Session:
         # The decoder draws each frame's mouth from the voice of that frame and of the ones before.
         self.voice_tail: tuple[float, ...] = (0.0,) * max(0, self.codec.cfg.voice_taps - 1)
         self._meta: deque[tuple[str | None, int, torch.Tensor, tuple[float, ...]]] = deque(maxlen=journal)
-        self._base = torch.zeros(0)  # set by the prefill
-        self._latent_shape = (1, 1, cfg.latent_channels, cfg.grid, cfg.grid)
+        self.base = torch.zeros(0)
+        """The last chunk the cache took, as the model saw it (the reference latent before any): the next
+        chunk's base (``DiT.run``). Set by the prefill."""
+        self.latent_shape = (1, 1, cfg.latent_channels, cfg.grid, cfg.grid)
         self._prefill(reference)
 
     def _prefill(self, reference: np.ndarray) -> None:
@@ -223,9 +229,10 @@ class Session:
             cos, sin = self.dit.rope_tables(torch.zeros(1))
             kv = self.dit.keys_values(z, self.dit.reference_cond(1), cos, sin, self.cache.self_attend)
         self.cache.prefill_sink(kv)
-        self._base = z  # the first chunk starts from the reference pose
+        self.base = z  # the first chunk starts from the reference pose
 
-    def _cond(self, cond: ChunkCondition, phase0: int, t: float) -> torch.Tensor:
+    def condition_vector(self, cond: ChunkCondition, phase0: int, t: float) -> torch.Tensor:
+        """The transformer's condition (1, 1, w) for a chunk under ``cond`` at phase ``phase0`` and noise level ``t``."""
         codes = encode([cond], [phase0])
         cont = torch.from_numpy(continuous_features(codes))
         return self.dit.embed_cond(
@@ -233,9 +240,11 @@ class Session:
         )
 
     def generate(self, cond: ChunkCondition, cancel: threading.Event | None = None) -> PendingChunk | None:
-        """Denoise the next chunk under cond; None if cancel was set before it finished.
+        """Denoise the next chunk under cond; None if cancel was set before it finished (a held chunk may
+        have been written to the cache meanwhile: the committed state is the same either way).
 
-        Raises ConditionError for a malformed condition. The committed cache is never modified here.
+        Raises ConditionError for a malformed condition. Nothing committed changes here: the cache may take
+        the held chunk (``passes.generate_many``), which is committed already.
         """
         return generate_many([self], [cond], [cancel])[0]
 
@@ -244,33 +253,53 @@ class Session:
     @overload
     def commit(self, pending: PendingChunk, decode: bool) -> np.ndarray | None: ...
     def commit(self, pending: PendingChunk, decode: bool = True) -> np.ndarray | None:
-        """Write the chunk into the cache (one pass over it at the context noise level, as far as the last
-        block's keys and values) and decode it."""
+        """Make the chunk part of the session and decode it. The cache takes it in one pass over it at the
+        context noise level, as far as the last block's keys and values: here (``commit_pass="apart"``),
+        or, fused, in the next generation's pass."""
         commit_many([self], [pending])
         return self.decode(pending) if decode else None
 
-    def _position_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (64, hd/2) of the next chunk's tokens at the position the cache gives it."""
-        return self.dit.rope_tables(torch.tensor([float(self.cache.next_position())], dtype=torch.float64))
-
-    def _take(
-        self, pending: PendingChunk, kv: list[tuple[torch.Tensor, torch.Tensor]], ctx: torch.Tensor
-    ) -> None:
-        """Make ``pending`` committed: its keys and values into the cache, ``ctx`` (the chunk as the next
-        one sees it) the new base."""
-        self.cache.commit(self._damaged(kv) if self.cache_noise else kv)
-        self._meta.append((self.last_action, self.last_phase0, self._base, self.voice_tail))
-        self._base = ctx
-        self.voice_tail = pending.voice[len(pending.voice) - len(self.voice_tail) :]
-        self.last_action, self.last_phase0 = pending.condition.action, pending.phase0
+    def hold(self, pending: PendingChunk) -> None:
+        """``pending`` is committed: the session goes on after it, and the cache takes it later
+        (``settle``, or the next generation's pass). The chunk before it must be settled."""
+        assert self.held is None, "a chunk is still held"
+        self.held = pending
         self.index += 1
 
+    def last_condition(self) -> tuple[str | None, int]:
+        """The action and phase of the last committed chunk (held or not): what the next chunk's phase
+        follows."""
+        if self.held is not None:
+            return self.held.condition.action, self.held.phase0
+        return self.last_action, self.last_phase0
+
+    def take(
+        self, pending: PendingChunk, kv: list[tuple[torch.Tensor, torch.Tensor]], ctx: torch.Tensor
+    ) -> None:
+        """The held chunk ``pending`` into the cache (its keys and values) and the state after it."""
+        self.cache.commit(self._damaged(kv, pending.index) if self.cache_noise else kv)
+        self.took(pending, ctx)
+
+    def took(self, pending: PendingChunk, ctx: torch.Tensor) -> None:
+        """The state after the held chunk ``pending``, which the cache has taken: ``ctx`` (the chunk as
+        the next one sees it) the new base."""
+        self._meta.append((self.last_action, self.last_phase0, self.base, self.voice_tail))
+        self.base = ctx
+        self.voice_tail = pending.voice[len(pending.voice) - len(self.voice_tail) :]
+        self.last_action, self.last_phase0 = pending.condition.action, pending.phase0
+        self.held = None
+
+    def settle(self) -> None:
+        """Have the cache take the held chunk now, in a pass of its own (before the state is read)."""
+        if self.held is not None:
+            write_held([self])
+
     def _damaged(
-        self, kv: list[tuple[torch.Tensor, torch.Tensor]]
+        self, kv: list[tuple[torch.Tensor, torch.Tensor]], index: int
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The chunk's keys and values with the ``cache_noise`` the session was opened with added (seeded
-        per chunk, so a damaged session is as repeatable as a sound one)."""
-        noise = seeded_noise(self.seed, self.index, DAMAGE_STEP, (len(kv), 2, *kv[0][0].shape))
+        """Chunk ``index``'s keys and values with the ``cache_noise`` the session was opened with added
+        (seeded per chunk, so a damaged session is as repeatable as a sound one)."""
+        noise = seeded_noise(self.seed, index, DAMAGE_STEP, (len(kv), 2, *kv[0][0].shape))
         return [
             (k + self.cache_noise * k.float().std() * n[0], v + self.cache_noise * v.float().std() * n[1])
             for (k, v), n in zip(kv, noise, strict=True)
@@ -288,20 +317,22 @@ class Session:
 
     def rollback(self, k: int) -> None:
         """Forget the last k committed chunks; the next generate continues from there."""
+        self.settle()
         if k > len(self._meta):
             raise RollbackError(
                 f"cannot roll back {k} chunks: the journal holds the last {len(self._meta)} commits"
             )
         self.cache.rollback(k)
         for _ in range(k):
-            self.last_action, self.last_phase0, self._base, self.voice_tail = self._meta.pop()
+            self.last_action, self.last_phase0, self.base, self.voice_tail = self._meta.pop()
         self.index -= k
 
     def snapshot(self) -> SessionSnapshot:
         """The session's committed state (cache, chunk index, condition phase, seed)."""
+        self.settle()
         return SessionSnapshot(
             self.cache.snapshot(),
-            self._base.clone(),
+            self.base.clone(),
             self.index,
             self.last_action,
             self.last_phase0,
@@ -312,15 +343,16 @@ class Session:
     def restore(self, snap: SessionSnapshot) -> None:
         """Continue from a snapshot; the rollback journal is cleared (it described another history).
         ``SnapshotError`` (nothing changed) if it is of a session of another model."""
-        if snap.base.shape != self._base.shape:
+        if snap.base.shape != self.base.shape:
             raise SnapshotError(
                 f"the snapshot's latent has shape {tuple(snap.base.shape)}; this model's is "
-                f"{tuple(self._base.shape)}"
+                f"{tuple(self.base.shape)}"
             )
         self.cache.restore(snap.cache)
+        self.held = None
         self.cache.journal.clear()
         self._meta.clear()
-        self._base = snap.base.clone()
+        self.base = snap.base.clone()
         self.index, self.last_action, self.last_phase0, self.seed, self.voice_tail = (
             snap.index,
             snap.last_action,
@@ -331,128 +363,3 @@ class Session:
             if len(snap.voice_tail) == len(self.voice_tail)
             else (0.0,) * len(self.voice_tail),
         )
-
-
-def batchable(sessions: Sequence[Session]) -> bool:
-    """Whether ``sessions`` can be run in one batch: one transformer, one decoder, one sampler."""
-    first = sessions[0]
-    return all(s.dit is first.dit and s.codec is first.codec and s.levels == first.levels for s in sessions)
-
-
-def _check_batch(sessions: Sequence[Session], *others: Sequence[object]) -> None:
-    if not sessions or any(len(o) != len(sessions) for o in others):
-        raise ValueError(
-            f"a batch of {len(sessions)} sessions needs one entry each, got {[len(o) for o in others]}"
-        )
-    if not batchable(sessions):
-        raise ValueError("sessions of different models, decoders or step counts cannot share a batch")
-
-
-def _tables(sessions: Sequence[Session]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each session's position tables stacked as (B, 1, 64, hd/2): one row per session, broadcast over
-    the heads."""
-    tables = [s._position_tables() for s in sessions]
-    return torch.stack([cos for cos, _ in tables])[:, None], torch.stack([sin for _, sin in tables])[:, None]
-
-
-def _attend_each(sessions: Sequence[Session], cancels: Sequence[threading.Event | None] = ()) -> AttendFn:
-    """Attention of each batch row over its own session's cache (rows never see each other). With
-    ``cancels``, ``Cancelled`` is raised before a block once every row's flag is set: an interrupt need
-    not wait for a whole denoise step."""
-    flags = [flag for flag in cancels if flag is not None]
-    every = len(flags) == len(sessions)  # a row without a flag can never be cancelled
-
-    def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if every and all(flag.is_set() for flag in flags):
-            raise Cancelled
-        if len(sessions) == 1:
-            return sessions[0].cache.attend(layer, q, k, v)
-        return torch.cat(
-            [s.cache.attend(layer, q[i : i + 1], k[i : i + 1], v[i : i + 1]) for i, s in enumerate(sessions)]
-        )
-
-    return attend
-
-
-def generate_many(
-    sessions: Sequence[Session],
-    conds: Sequence[ChunkCondition],
-    cancels: Sequence[threading.Event | None],
-) -> list[PendingChunk | None]:
-    """The next chunk of every session, each under its condition, denoised in one batched pass per step
-    (``batchable`` sessions; a session's row reads only its own cache, seed and chunk index, and the
-    matrix products give each row the bits they give it alone: tests/streaming_model/test_batched.py).
-
-    A session whose ``cancel`` is set leaves the batch before the next denoise step and gets None; once
-    every row's flag is set the pass stops between transformer blocks. The committed caches are never
-    modified here. ``ConditionError`` for a malformed condition (then nothing is generated)."""
-    _check_batch(sessions, conds, cancels)
-    for cond in conds:
-        cond.validate()
-    first = sessions[0]
-    phases = [
-        next_phase(s.last_action, s.last_phase0, c.action) for s, c in zip(sessions, conds, strict=True)
-    ]
-    live = list(range(len(sessions)))
-    cos, sin = _tables(sessions)
-    base = torch.cat([s._base for s in sessions])
-    x0 = torch.zeros((len(sessions), *first._latent_shape[1:]))  # pure noise at t = 1 whatever x0 is
-
-    def cancelled(i: int) -> bool:
-        flag = cancels[i]
-        return flag is not None and flag.is_set()
-
-    try:
-        with computing():
-            for step, t in enumerate(first.levels):
-                keep = [j for j, i in enumerate(live) if not cancelled(i)]
-                if not keep:
-                    raise Cancelled
-                if len(keep) < len(live):  # rows leave between steps, whatever their position
-                    rows = torch.tensor(keep, dtype=torch.long)
-                    live = [live[j] for j in keep]
-                    x0, base, cos, sin = x0[rows], base[rows], cos[rows], sin[rows]
-                running = [sessions[i] for i in live]
-                attend = _attend_each(running, [cancels[i] for i in live])
-                noise = torch.cat([seeded_noise(s.seed, s.index, step, s._latent_shape) for s in running])
-                c = torch.cat([sessions[i]._cond(conds[i], phases[i], t) for i in live])
-                x0, _ = first.dit.run(renoise(x0, noise, t), c, cos, sin, attend, base=base)
-    except Cancelled:
-        return [None] * len(sessions)
-    out: list[PendingChunk | None] = [None] * len(sessions)
-    for row, i in enumerate(live):
-        s, cond = sessions[i], conds[i]
-        out[i] = PendingChunk(s.index, x0[row : row + 1], cond, phases[i], s.voice_tail + cond.voice)
-    return out
-
-
-def commit_many(sessions: Sequence[Session], pendings: Sequence[PendingChunk]) -> None:
-    """Commit each session's pending chunk: one batched pass at the context noise level, as far as the
-    last block's keys and values, then each session's cache takes its row. ``ValueError`` (nothing
-    committed) if a pending chunk does not follow its session."""
-    _check_batch(sessions, pendings)
-    for s, pending in zip(sessions, pendings, strict=True):
-        if pending.index != s.index:
-            raise ValueError(
-                f"pending chunk {pending.index} does not follow the session (at chunk {s.index})"
-            )
-    first = sessions[0]
-    cos, sin = _tables(sessions)
-    noise = torch.cat([seeded_noise(s.seed, s.index, COMMIT_STEP, s._latent_shape) for s in sessions])
-    with computing():
-        ctx = renoise(torch.cat([p.latent for p in pendings]), noise, CONTEXT_T)
-        c = torch.cat(
-            [s._cond(p.condition, p.phase0, CONTEXT_T) for s, p in zip(sessions, pendings, strict=True)]
-        )
-        # Only the keys and values are kept: each chunk's prediction is its pending latent already.
-        kv = first.dit.keys_values(ctx, c, cos, sin, _attend_each(sessions))
-        for i, (s, pending) in enumerate(zip(sessions, pendings, strict=True)):
-            s._take(pending, [(k[i : i + 1], v[i : i + 1]) for k, v in kv], ctx[i : i + 1])
-
-
-def decode_many(codec: Codec, pendings: Sequence[PendingChunk]) -> list[np.ndarray]:
-    """Pixels of chunks, decoded in one batch: (4, 128, 128, 3) uint8 each."""
-    with computing():
-        voice = torch.tensor([p.voice for p in pendings]) if pendings[0].voice else None
-        px = codec.decode(torch.cat([p.latent[:, 0] for p in pendings]), voice)
-    return [to_uint8(frames).numpy() for frames in px]

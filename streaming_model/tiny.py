@@ -10,6 +10,11 @@ sessions' chunks go through the transformer and the decoder as the rows of one b
 byte-identical to the session's alone is checked at warm-up on this machine (``warmup.measure_batching``):
 with bf16 weights on a CPU that computes bf16 they were; fp32 and ``linears=int8`` (whose activations are
 quantised with one scale for the whole batch) are not, and declare ``approximate``.
+
+A session's chunk is written to its cache in the pass that generates the next chunk (``streaming_model.
+passes``) where that gives the frames of a separate commit pass bit for bit, also checked at warm-up
+(``fusing_is_exact``): so a session's frames never depend on which of the two ran, and a restored snapshot
+continues exactly.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from .condition import ChunkCondition
 from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
 from .manifest import FRAMES_PER_CHUNK, build_manifest
-from .runtime import Generator, PendingChunk, Session, SessionSnapshot
+from .passes import CommitPass, PendingChunk
+from .runtime import Generator, Session, SessionSnapshot
 from .sampler import STEPS
-from .warmup import measure_batching, measure_costs
+from .warmup import WARMUP_ACTIONS, measure_batching, measure_costs
 
 JOURNAL = 8
 """Committed chunks a session can roll back."""
@@ -110,6 +116,7 @@ class TinyBackend:
         self.generator, self.steps = generator, steps
         self.linears = check_linears(linears)
         generator.dit_for(self.linears)  # quantised here, at warm-up, not in a session's first chunk
+        self.commit_pass: CommitPass = "fused" if fusing_is_exact(generator, steps, self.linears) else "apart"
         costs = measure_costs(self.open_session(identity=0, seed=0), warmup_chunks)
         batching: Batching = "none"
         if max_batch >= 2:
@@ -148,7 +155,13 @@ class TinyBackend:
         """A session prefilled with a built-in identity or a reference picture (128x128 RGB)."""
         return TinySession(
             self.generator.open_session(
-                identity, reference, seed, steps=self.steps, journal=JOURNAL, linears=self.linears
+                identity,
+                reference,
+                seed,
+                steps=self.steps,
+                journal=JOURNAL,
+                linears=self.linears,
+                commit_pass=self.commit_pass,
             )
         )
 
@@ -180,6 +193,23 @@ class TinyBackend:
         ):
             raise ValueError("a session of another backend cannot join this one's batch")
         return session.session
+
+
+def fusing_is_exact(generator: Generator, steps: int, linears: Linears, chunks: int = 3) -> bool:
+    """Whether a session that commits each chunk in the pass generating the next gives, on this machine,
+    the frames of one that commits in a pass of its own, bit for bit. Kernels that sum in another order at
+    twice the rows would not (int8 linears never do: their activations share one scale per pass)."""
+
+    def frames(commit_pass: CommitPass) -> list[np.ndarray]:
+        session = generator.open_session(
+            identity=0, seed=0, steps=steps, linears=linears, commit_pass=commit_pass
+        )
+        return [
+            session.step(ChunkCondition(action=action, speaking=True, audio=(0.2, 0.8, 0.2, 0.8)))
+            for action in WARMUP_ACTIONS[:chunks]
+        ]
+
+    return all(np.array_equal(a, b) for a, b in zip(frames("fused"), frames("apart"), strict=True))
 
 
 def _chunk(pending: Pending) -> PendingChunk:

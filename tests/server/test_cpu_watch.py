@@ -70,13 +70,13 @@ async def test_a_busy_thread_shows_under_its_kind_and_a_niced_one_with_its_nice_
     # however long a loaded machine takes to give the threads their CPU.
     watch = CpuWatch(every_s=600)
     watch.start()
-    while not watch.note():
+    while not watch.note():  # noqa: ASYNC110 (the watch takes its first reading in its own task)
         await asyncio.sleep(0.01)
     stop = threading.Event()
     ran: dict[str, float] = {}
     threads = [spin("gen-ab12_0", stop, ran), spin("voice_0", stop, ran, niceness=5)]
     try:
-        while ran.get("gen-ab12_0", 0.0) < 0.2 or ran.get("voice_0", 0.0) < 0.05:
+        while ran.get("gen-ab12_0", 0.0) < 0.2 or ran.get("voice_0", 0.0) < 0.05:  # noqa: ASYNC110 (threads)
             await asyncio.sleep(0.05)
         gen_ran_s = ran["gen-ab12_0"]
         note = watch.note()

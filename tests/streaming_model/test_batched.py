@@ -10,9 +10,11 @@ import pytest
 import torch
 
 from streaming_model.condition import ChunkCondition, ConditionError
+from streaming_model.passes import commit_many, decode_many, generate_many
 from streaming_model.precision import compute_dtype
-from streaming_model.runtime import Generator, Session, commit_many, decode_many, generate_many
+from streaming_model.runtime import Generator, Session
 from streaming_model.tiny import TinyBackend
+from tests.support.kernels import alike, rows_independent
 
 ACTIONS = ("idle", "wave", "walk_left", "nod", "jump", "turn", "sit", "startle")
 
@@ -44,10 +46,7 @@ def shipped() -> Generator:
     return Generator.load()
 
 
-@pytest.mark.skipif(compute_dtype() != torch.bfloat16, reason="exact batches are measured for bf16 only")
-def test_the_shipped_model_gives_each_session_its_own_frames_bit_for_bit_at_any_batch_size(
-    shipped: Generator,
-) -> None:
+def test_the_shipped_model_gives_each_session_its_own_frames_at_any_batch_size(shipped: Generator) -> None:
     # Sessions at different points of their lives share a batch: one fresh, one whose ring is full, one
     # past the cache's rebase (max_distance chunks), each with its own condition and voice.
     alone, batched = twins(shipped, 8)
@@ -55,13 +54,17 @@ def test_the_shipped_model_gives_each_session_its_own_frames_bit_for_bit_at_any_
         for i in range((0, 2, 5, shipped.dit.cfg.max_distance + 1)[k % 4]):
             a.step(cond(i))
             b.step(cond(i))
+    # Bit for bit where this machine's kernels give a row the same bits at the largest batch's rows (8
+    # sessions of two chunks each, the pass that commits one and generates the next) as alone: bf16
+    # without AMX does; elsewhere they may differ in their last bits, growing a little chunk by chunk,
+    # never by what another session's picture would put there.
+    exact = compute_dtype() == torch.bfloat16 and rows_independent(shipped.dit_for("float"), 8 * 2 * 64)
     for size in (8, 3, 1):
         for round_ in range(2):
             conds = [cond(round_ + 3 * i) for i in range(size)]
             expected = [s.step(c) for s, c in zip(alone[:size], conds, strict=True)]
             got = batch_step(batched[:size], conds)
-            for e, g in zip(expected, got, strict=True):
-                assert np.array_equal(e, g)
+            assert all(alike(e, g, exact) for e, g in zip(expected, got, strict=True))
     assert [s.index for s in alone] == [s.index for s in batched]
 
 

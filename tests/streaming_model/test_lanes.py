@@ -19,6 +19,7 @@ from streaming_model.runtime import Generator
 from streaming_model.tiny import TinyBackend
 from streaming_model.worker import Cancel
 from streaming_model.world_backend import WorldBackend
+from tests.support.kernels import alike
 
 ACTIONS = ("wave", "nod", "jump", "walk_left", "sit")
 
@@ -67,7 +68,9 @@ async def held_while(worker: LaneWorker, queued: list[Awaitable[object]]) -> lis
 async def test_chunks_waiting_together_are_one_batch_and_each_session_gets_its_lone_frames(
     shipped: TinyBackend, one_lane: Lanes
 ) -> None:
-    assert shipped.manifest.capabilities.batching == "exact"
+    # Bit for bit where the warm-up found batches exact on this machine (bf16 without AMX), else in the
+    # last bits only (tests/support/kernels.py).
+    exact = shipped.manifest.capabilities.batching == "exact"
     workers = [await one_lane.open(identity=i, seed=20 + i, name=f"s{i}") for i in range(4)]
     got = await held_while(
         workers[0], [w.produce(cond(i), Cancel(), keep) for i, w in enumerate(workers[1:])]
@@ -81,7 +84,7 @@ async def test_chunks_waiting_together_are_one_batch_and_each_session_gets_its_l
         for n, frames in ((0, got[i]), (1, second[i])):
             pending = alone.generate(cond(i + n))
             assert pending is not None and isinstance(frames, np.ndarray)
-            assert np.array_equal(alone.decode(pending), frames)
+            assert alike(alone.decode(pending), frames, exact)
             alone.commit(pending)
         await worker.close()
     await workers[0].close()
