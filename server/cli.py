@@ -399,7 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
         "identity, motion, a long session for drift) on the same seeds for two configurations, and judge "
         "each probe metric: within the noise floor or not. Writes DIR/report.md with PNG plots and "
         "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, linears=float|int8, "
-        "precision=auto|bf16|fp32, cache_noise=X (a deliberately damaged cache).",
+        "precision=auto|bf16|fp32, cache_noise=X (a deliberately damaged cache), commit_pass=fused|apart "
+        "(a chunk into the cache in the next chunk's pass, or in a pass of its own).",
     )
     evaluate.add_argument("--baseline", nargs="*", default=[], metavar="KEY=VALUE", help="default: as served")
     evaluate.add_argument(

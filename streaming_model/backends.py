@@ -3,8 +3,9 @@
 Options arrive as text (``--backend-option fps=16``, ``--backend-option linears=int8``); each backend
 names the ones it takes, and a wrong name, option or value is a ``ValueError`` saying which and what would
 do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``float`` or ``int8``,
-``streaming_model.linears``) and ``max_batch`` (the largest batch measured at warm-up; 1: no batching);
-the world takes its clock and picture size.
+``streaming_model.linears``), ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
+``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
+``streaming_model.passes``); the world takes its clock and picture size.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from .backend import Backend
 from .linears import Linears, check_linears
+from .passes import COMMIT_PASSES
 
 BACKENDS: tuple[str, ...] = ("tiny", "world")
 """Backend names, the default first."""
@@ -53,8 +55,14 @@ def _linears(_key: str, text: str) -> Linears:
     return check_linears(text)
 
 
+def _commit_pass(key: str, text: str) -> str:
+    if text not in COMMIT_PASSES:
+        raise ValueError(f"backend option {key} must be one of {', '.join(COMMIT_PASSES)}, got {text[:40]!r}")
+    return text
+
+
 _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
-    "tiny": {"steps": _integer, "linears": _linears, "max_batch": _integer},
+    "tiny": {"steps": _integer, "linears": _linears, "max_batch": _integer, "commit_pass": _commit_pass},
     "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
 }
 

@@ -26,6 +26,7 @@ from .kv_cache import CacheMode
 from .linears import Linears
 from .loading import load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
+from .passes import CommitPass
 from .precision import computing
 from .probes import _slice, action_shown, measure
 from .render import world_frames
@@ -117,11 +118,12 @@ def run_model(
     *,
     cache_noise: float = 0.0,
     linears: Linears = "float",
+    commit_pass: CommitPass = "fused",
     actions: Sequence[str] = ACTION_NAMES,
     side_turns: int = SIDE_TURNS,
 ) -> SeedResult:
     """Generate one seed's script (shortened with ``actions`` and ``side_turns``) with a model and score
-    it; ``cache_noise`` and ``linears`` as in ``Generator.open_session``."""
+    it; ``cache_noise``, ``linears`` and ``commit_pass`` as in ``Generator.open_session``."""
     identity = seed % NUM_IDENTITIES
     conds, segments = script(seed, actions, side_turns)
     session = gen.open_session(
@@ -131,6 +133,7 @@ def run_model(
         cache_mode=cache_mode,
         cache_noise=cache_noise,
         linears=linears,
+        commit_pass=commit_pass,
     )
     frames = np.concatenate([session.step(c) for c in conds])
     return score(frames, identity, segments)

@@ -109,14 +109,17 @@ class TinyBackend:
         warmup_chunks: int = 4,
         linears: Linears = "float",
         max_batch: int = MAX_BATCH,
+        commit_pass: CommitPass = "fused",
     ) -> None:
-        """``max_batch``: the largest batch measured at warm-up; below 2 the backend does not batch."""
+        """``max_batch``: the largest batch measured at warm-up; below 2 the backend does not batch.
+        ``commit_pass``: ``fused`` (where ``fusing_is_exact``; else ``apart``) or ``apart``."""
         if not 1 <= steps <= 64:
             raise ValueError(f"steps must be in [1, 64], got {steps}")
         self.generator, self.steps = generator, steps
         self.linears = check_linears(linears)
         generator.dit_for(self.linears)  # quantised here, at warm-up, not in a session's first chunk
-        self.commit_pass: CommitPass = "fused" if fusing_is_exact(generator, steps, self.linears) else "apart"
+        fused = commit_pass == "fused" and fusing_is_exact(generator, steps, self.linears)
+        self.commit_pass: CommitPass = "fused" if fused else "apart"
         costs = measure_costs(self.open_session(identity=0, seed=0), warmup_chunks)
         batching: Batching = "none"
         if max_batch >= 2:
@@ -140,9 +143,15 @@ class TinyBackend:
         )
 
     @classmethod
-    def load(cls, steps: int = STEPS, linears: Linears = "float", max_batch: int = MAX_BATCH) -> TinyBackend:
+    def load(
+        cls,
+        steps: int = STEPS,
+        linears: Linears = "float",
+        max_batch: int = MAX_BATCH,
+        commit_pass: CommitPass = "fused",
+    ) -> TinyBackend:
         """The shipped weights (``WeightsError`` if missing or corrupt), warmed up."""
-        return cls(Generator.load(), steps, linears=linears, max_batch=max_batch)
+        return cls(Generator.load(), steps, linears=linears, max_batch=max_batch, commit_pass=commit_pass)
 
     @property
     def manifest(self) -> BackendManifest:

@@ -51,6 +51,7 @@ def run_drift(gen: Generator, seed: int, options: RunOptions, chunks: int) -> Dr
         cache_mode=options.cache,
         cache_noise=options.cache_noise,
         linears=options.linears,
+        commit_pass=options.commit_pass,
     )
     conds = drift_script(chunks)
     frames = np.stack([session.step(c) for c in conds])  # (chunks, 4, H, W, 3)

@@ -15,6 +15,7 @@ from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
 from ..manifest import ACTION_NAMES
+from ..passes import COMMIT_PASSES, CommitPass
 from ..precision import PRECISIONS
 from ..sampler import STEPS
 
@@ -29,10 +30,11 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     precision: str = AUTO  # "bf16", "fp32", or the machine's choice
     linears: Linears = "float"  # the transformer blocks' matrix products: as trained, or dynamic int8
     cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
+    commit_pass: CommitPass = "fused"  # a chunk into the cache in the next chunk's pass, or in one apart
 
     def describe(self, names: Sequence[str] | None = None) -> str:
-        """``steps=2 cache=write_time precision=auto linears=float cache_noise=0``: every option, or those
-        named."""
+        """``steps=2 cache=write_time precision=auto linears=float cache_noise=0 commit_pass=fused``: every
+        option, or those named."""
         return " ".join(f"{name}={_text(getattr(self, name))}" for name in names or self.__struct_fields__)
 
 
@@ -67,6 +69,12 @@ def _linears(text: str) -> Linears:
     return check_linears(text)
 
 
+def _commit_pass(text: str) -> str:
+    if text not in COMMIT_PASSES:
+        raise ValueError
+    return text
+
+
 def _noise(text: str) -> float:
     value = float(text)
     if not 0.0 <= value < float("inf"):
@@ -80,6 +88,7 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "precision": (_precision, ", ".join((AUTO, *PRECISIONS))),
     "linears": (_linears, " or ".join(LINEARS)),
     "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
+    "commit_pass": (_commit_pass, " or ".join(COMMIT_PASSES)),
 }
 
 

@@ -85,6 +85,7 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
         options.steps,
         cache_noise=options.cache_noise,
         linears=options.linears,
+        commit_pass=options.commit_pass,
         actions=script.actions,
         side_turns=script.side_turns,
     )

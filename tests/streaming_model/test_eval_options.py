@@ -15,7 +15,10 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert parse_options([]) == RunOptions(steps=1, cache="write_time", precision="auto", cache_noise=0.0)
     options = parse_options(["steps=1", " cache = naive", "precision=fp32", "cache_noise=0.5"])
     assert options == RunOptions(steps=1, cache="naive", precision="fp32", cache_noise=0.5)
-    assert options.describe() == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5"
+    assert (
+        options.describe()
+        == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5 commit_pass=fused"
+    )
     assert options.describe(["cache"]) == "cache=naive"
 
 
