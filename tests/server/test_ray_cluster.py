@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import itertools
 import os
 import signal
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import pytest_asyncio
+from PIL import Image
 
 ray = pytest.importorskip("ray")
 
@@ -40,6 +42,7 @@ from server.voice import Voice  # noqa: E402
 from streaming_model.condition import ChunkCondition  # noqa: E402
 from streaming_model.tiny import TinyBackend  # noqa: E402
 from streaming_model.worker import Cancel, ModelWorker  # noqa: E402
+from tests.support.kernels import alike  # noqa: E402
 from tests.support.microphone import speak_into  # noqa: E402
 from tests.support.served_process import onstage_serve  # noqa: E402
 from tests.support.serving import serving, until  # noqa: E402
@@ -161,6 +164,10 @@ async def test_the_same_seed_gives_byte_identical_frames_in_process_and_on_a_rem
     await until_no_sessions(ray_server)
 
 
+def pixels(jpegs: list[bytes]) -> np.ndarray:
+    return np.stack([np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB")) for jpeg in jpegs])
+
+
 async def test_a_slot_serving_two_sessions_makes_their_chunks_in_one_batch_with_each_sessions_frames(
     cluster: Cluster,
 ) -> None:
@@ -191,12 +198,24 @@ async def test_a_slot_serving_two_sessions_makes_their_chunks_in_one_batch_with_
         if holding is not None:
             await holding
     assert 2 in await slot.batches.remote()  # a and b, queued behind the holder, were made as one batch
+    backend = TinyBackend.load()
+    # Byte for byte where this machine's batches are exact (bf16 without AMX), else in the last bits only
+    exact = backend.manifest.capabilities.batching == "exact"
     for key in made:  # and each is what a session alone in process makes
-        alone = ModelWorker(TinyBackend.load(), identity=0, seed=seeds[key])
+        alone = ModelWorker(backend, identity=0, seed=seeds[key])
+        own: list[list[bytes]] = []
         try:
-            assert made[key] == [await alone.produce(cond, Cancel(), encode_frames) for cond in conds]
+            for cond in conds:
+                jpegs = await alone.produce(cond, Cancel(), encode_frames)
+                assert jpegs is not None
+                own.append(jpegs)
         finally:
             await alone.close()
+        if exact:
+            assert made[key] == own
+        else:
+            # JPEG'd: a last bit can tip a block (0.25-0.37 levels on average here, 12 chunks)
+            assert all(alike(pixels(a), pixels(b), exact, 2.0) for a, b in zip(made[key], own, strict=True))
     for key in seeds:
         await slot.close.remote(key, "fe")
     ray.kill(slot)

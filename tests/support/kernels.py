@@ -26,7 +26,8 @@ def rows_independent(dit: DiT, rows: int, tokens: int = 64) -> bool:
     return True
 
 
-def alike(a: np.ndarray, b: np.ndarray, exact: bool) -> bool:
-    """Frames the same bit for bit (``exact``), or else differing in their last bits only: under half a
-    level per pixel on average, where another session's picture would differ by tens."""
-    return np.array_equal(a, b) if exact else float(np.abs(a.astype(np.int16) - b).mean()) < 0.5
+def alike(a: np.ndarray, b: np.ndarray, exact: bool, levels: float = 0.5) -> bool:
+    """Frames the same bit for bit (``exact``), or else differing in their last bits only: under ``levels``
+    per pixel on average (half a level; JPEG pictures, whose blocks a last bit can tip, want more), where
+    another session's picture would differ by tens."""
+    return np.array_equal(a, b) if exact else float(np.abs(a.astype(np.int16) - b).mean()) < levels
