@@ -15,7 +15,7 @@ from typing import Any
 
 from .backend import Backend
 from .linears import Linears, check_linears
-from .passes import COMMIT_PASSES
+from .passes import CommitPass, check_commit_pass
 
 BACKENDS: tuple[str, ...] = ("tiny", "world")
 """Backend names, the default first."""
@@ -55,10 +55,8 @@ def _linears(_key: str, text: str) -> Linears:
     return check_linears(text)
 
 
-def _commit_pass(key: str, text: str) -> str:
-    if text not in COMMIT_PASSES:
-        raise ValueError(f"backend option {key} must be one of {', '.join(COMMIT_PASSES)}, got {text[:40]!r}")
-    return text
+def _commit_pass(_key: str, text: str) -> CommitPass:
+    return check_commit_pass(text)
 
 
 _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {

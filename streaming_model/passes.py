@@ -1,14 +1,16 @@
 """The transformer's and the decoder's passes over one or more sessions (``runtime.Session``) at once:
 generating their next chunks, committing chunks to their caches, decoding chunks to pixels.
 
-A row of a batch reads only its own session's cache, seed and chunk index, and the matrix products give
-each row the bits they give it alone (tests/streaming_model/test_batched.py).
+A row of a batch reads only its own session's cache, seed and chunk index; the matrix products give each
+row the bits they give it alone where the machine's kernels sum a row alike at any number of rows (bf16
+on an EPYC with AVX512-BF16; not on a Xeon with AMX past 128 rows: tests/streaming_model/test_batched.py).
 
 A committed chunk is *held* (``Session.held``) until the next generation: that generation's first pass
 runs over the held chunk (at the context noise level) and the next chunk together, and in every layer
 the held chunk's keys and values go into the cache before the next chunk attends there (``KVCache.
-begin_commit``). What comes out is what a commit pass and then a generation give, bit for bit, with the
-transformer's matrix products made once over both chunks instead of twice over one.
+begin_commit``). What comes out is what a commit pass and then a generation give (bit for bit where the
+kernels give a row the same bits at twice the rows: ``tiny.fusing_is_exact``), with the transformer's
+matrix products made once over both chunks instead of twice over one.
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ CommitPass = Literal["fused", "apart"]
 """Where a committed chunk is written to its session's cache: in the pass that generates the next chunk
 (``fused``), or in a pass of its own at commit (``apart``, the path before; kept to measure against)."""
 COMMIT_PASSES: tuple[str, ...] = get_args(CommitPass)
+
+
+def check_commit_pass(commit_pass: str) -> CommitPass:
+    """``commit_pass`` as a ``CommitPass``; ``ValueError`` naming the choices for anything else."""
+    if commit_pass == "fused":
+        return "fused"
+    if commit_pass == "apart":
+        return "apart"
+    raise ValueError(f"commit_pass must be one of {', '.join(COMMIT_PASSES)}, not {commit_pass[:40]!r}")
 
 
 class Cancelled(Exception):

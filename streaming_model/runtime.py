@@ -33,9 +33,9 @@ from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, 
 from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .passes import (
-    COMMIT_PASSES,
     CommitPass,
     PendingChunk,
+    check_commit_pass,
     commit_many,
     decode_many,
     generate_many,
@@ -164,9 +164,17 @@ class Generator:
         if not cache_noise >= 0.0:
             raise ValueError(f"cache_noise must be >= 0, got {cache_noise}")
         dit = self.dit_for(linears)
-        if commit_pass not in COMMIT_PASSES:
-            raise ValueError(f"commit_pass must be one of {COMMIT_PASSES}, got {commit_pass!r}")
-        return Session(self, reference, seed, steps, cache_mode, journal, cache_noise, dit, commit_pass)
+        return Session(
+            self,
+            reference,
+            seed,
+            steps,
+            cache_mode,
+            journal,
+            cache_noise,
+            dit,
+            check_commit_pass(commit_pass),
+        )
 
 
 class Session:

@@ -8,8 +8,9 @@ exported state is the runtime snapshot's blob (``streaming_model.blobs``), as th
 It batches (``generate_many``, ``decode_many``, ``commit_many``: ``runtime.generate_many``): several
 sessions' chunks go through the transformer and the decoder as the rows of one batch. Whether each row's frames are then
 byte-identical to the session's alone is checked at warm-up on this machine (``warmup.measure_batching``):
-with bf16 weights on a CPU that computes bf16 they were; fp32 and ``linears=int8`` (whose activations are
-quantised with one scale for the whole batch) are not, and declare ``approximate``.
+with bf16 weights on an EPYC with AVX512-BF16 they were; on a Xeon with AMX (past 128 rows), in fp32 and
+with ``linears=int8`` (whose activations are quantised with one scale for the whole batch) they are not,
+and the backend declares ``approximate``.
 
 A session's chunk is written to its cache in the pass that generates the next chunk (``streaming_model.
 passes``) where that gives the frames of a separate commit pass bit for bit, also checked at warm-up

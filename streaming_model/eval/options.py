@@ -15,7 +15,7 @@ from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
 from ..manifest import ACTION_NAMES
-from ..passes import COMMIT_PASSES, CommitPass
+from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
 from ..precision import PRECISIONS
 from ..sampler import STEPS
 
@@ -69,12 +69,6 @@ def _linears(text: str) -> Linears:
     return check_linears(text)
 
 
-def _commit_pass(text: str) -> str:
-    if text not in COMMIT_PASSES:
-        raise ValueError
-    return text
-
-
 def _noise(text: str) -> float:
     value = float(text)
     if not 0.0 <= value < float("inf"):
@@ -88,7 +82,7 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "precision": (_precision, ", ".join((AUTO, *PRECISIONS))),
     "linears": (_linears, " or ".join(LINEARS)),
     "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
-    "commit_pass": (_commit_pass, " or ".join(COMMIT_PASSES)),
+    "commit_pass": (check_commit_pass, " or ".join(COMMIT_PASSES)),
 }
 
 
