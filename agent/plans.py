@@ -151,13 +151,21 @@ class SceneEvent(_Behavior, frozen=True, kw_only=True, tag="scene"):
     name: str
 
 
+class SetScene(_Behavior, frozen=True, kw_only=True, tag="set_scene"):
+    """Change the scene the model draws (the manifest's ``scene``: light, weather, a door, a prop): each
+    part named takes its choice from the behavior's start and keeps it until changed again (instantaneous
+    as a behavior; the world changes over a few frames)."""
+
+    changes: dict[str, str]
+
+
 class Wait(_Behavior, frozen=True, kw_only=True, tag="wait"):
     """Hold nothing for ``duration_s``: a spacer other behaviors can refer to, or to lengthen a block."""
 
     duration_s: float
 
 
-Behavior = Action | Speech | Emotion | Gaze | Move | SceneEvent | Wait
+Behavior = Action | Speech | Emotion | Gaze | Move | SceneEvent | SetScene | Wait
 
 _CHANNELS_OF: dict[type, tuple[Channel, ...]] = {
     Action: ("body",),
@@ -165,6 +173,7 @@ _CHANNELS_OF: dict[type, tuple[Channel, ...]] = {
     Gaze: ("gaze",),
     Move: ("body",),
     SceneEvent: ("scene",),
+    SetScene: ("scene",),
     Wait: (),
 }
 
@@ -345,7 +354,7 @@ def _intrinsic_s(b: Behavior, facts: SpeechFacts | None, position: float, chunk_
         return b.duration_s
     if isinstance(b, Move):
         return max(chunk_s, abs(b.x - position) / WALK_SPEED_PER_S)
-    if isinstance(b, SceneEvent):
+    if isinstance(b, SceneEvent | SetScene):
         return chunk_s
     return b.duration_s
 
@@ -355,6 +364,21 @@ def _refs(b: Behavior) -> list[tuple[str, SyncRef]]:
     if isinstance(b, Action):
         refs.append(("stroke", b.stroke))
     return [(name, r) for name, r in refs if r is not None]
+
+
+def check_scene(changes: dict[str, str], manifest: Manifest, path: str) -> None:
+    """PlanError naming the first scene part or choice the manifest does not draw."""
+    specs = {spec.name: spec for spec in manifest.scene}
+    if not specs:
+        raise PlanError(path, "this model draws no scene (its manifest has none)")
+    if not changes:
+        raise PlanError(path, f"name at least one scene part; known: {list(specs)}")
+    for part, choice in changes.items():
+        spec = specs.get(part)
+        if spec is None:
+            raise PlanError(f"{path}.{part}", f"unknown scene part {part!r}; known: {list(specs)}")
+        if choice not in spec.choices:
+            raise PlanError(f"{path}.{part}", f"{part} must be one of {list(spec.choices)}, got {choice!r}")
 
 
 def resolve(
@@ -578,6 +602,8 @@ def validate_block(block: Block, manifest: Manifest) -> Block:
                 raise PlanError(
                     f"{path}.name", f"unknown scene event {b.name!r}; known: {list(manifest.scene_events)}"
                 )
+        elif isinstance(b, SetScene):
+            check_scene(b.changes, manifest, f"{path}.changes")
         if isinstance(b, Emotion | Gaze | Wait) and b.duration_s is not None:
             check_number(b.duration_s, f"{path}.duration_s", chunk_s / 2, MAX_DURATION_S)
         for name, ref in _refs(b):

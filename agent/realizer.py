@@ -56,6 +56,7 @@ from agent.plans import (
     Gaze,
     Move,
     SceneEvent,
+    SetScene,
     Source,
     Speech,
     SpeechFacts,
@@ -204,6 +205,8 @@ _SNAPSHOT_FIELDS = (
     "idle",
     "_interrupts",
     "_extends",
+    "scene",
+    "_scene_before",
 )
 
 
@@ -232,6 +235,9 @@ class RealizerState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """Interrupt events the next chunk decided reflects."""
     extends: list[SpeechCue] = []
     """Open speech extended since the last chunk decided (its cue with the whole text)."""
+    scene: dict[str, str] = {}
+    """The scene's parts set so far (part -> choice); a realizer from before the scene has none."""
+    scene_before: dict[str, str] = {}
 
 
 @dataclass
@@ -280,6 +286,8 @@ class RealizerSnapshot:
             idle=st["idle"].state(),
             interrupts=st["_interrupts"],
             extends=st["_extends"],
+            scene=st["scene"],
+            scene_before=st["_scene_before"],
         )
 
     @classmethod
@@ -320,6 +328,8 @@ class RealizerSnapshot:
                 "idle": IdleVariety.from_state(state.idle),
                 "_interrupts": list(state.interrupts),
                 "_extends": list(state.extends),
+                "scene": dict(state.scene),
+                "_scene_before": dict(state.scene_before),
             }
         )
 
@@ -337,11 +347,16 @@ class Realizer:
         voice: VoiceReports = "estimate",
     ) -> None:
         self.manifest = manifest or build_manifest()
+        self._sets = {a.name: dict(a.sets) for a in self.manifest.actions if a.sets}
         self.bus = bus
         self.idle = idle or IdleVariety()
         self.voice = voice
         self.position = 0.0
         """Estimated floor x of the character in [-1, 1], integrated from the walks it dispatched."""
+        self.scene: dict[str, str] = {}
+        """The scene's parts set so far by ``SetScene`` behaviors and actions that set one (part -> choice,
+        in the order first set); a part not here is at its default. Every condition carries it."""
+        self._scene_before: dict[str, str] = {}
         self.locks: dict[str, str] = {}
         """Channel -> id of the block that held it in the last chunk."""
         self._stamp = Stamper(session, prefix="r")
@@ -703,8 +718,10 @@ class Realizer:
         first = k != self._last_k
         if first:
             self._position_before = self.position
+            self._scene_before = dict(self.scene)
         else:
             self.position = self._position_before
+            self.scene = dict(self._scene_before)
         self._last_k = k
         if first:
             # A re-decision of the same chunk does not run the listeners again: they have had chunk k.
@@ -967,6 +984,15 @@ class Realizer:
         if scene_claim is not None and isinstance(scene_claim[1], SceneEvent):
             if self._start_chunk(scene_claim[0], scene_claim[1]) == k:
                 scene = (scene_claim[1].name,)
+        # Every scene change due now applies, whoever holds the scene channel: the parts are state, not a
+        # contested channel (of two changes to one part in a chunk, the later block's wins).
+        for entry in self._entries:
+            if entry.start is not None:
+                for b in entry.block.behaviors:
+                    if isinstance(b, SetScene) and self._start_chunk(entry, b) == k:
+                        self.scene.update(b.changes)
+        # An action toward the scene may set part of it (opening the door leaves it open).
+        self.scene.update(self._sets.get(action, {}))
         condition = ChunkCondition(
             action=action,
             target=target,
@@ -976,6 +1002,7 @@ class Realizer:
             emotion=emotion,
             speaking=speaking,
             audio=audio,
+            scene=tuple(self.scene.items()),
         )
         return condition, scene
 

@@ -246,19 +246,22 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from streaming_model.render import DEMO, render
+    from streaming_model.render import DEMO, SCENE_DEMO, render
     from streaming_model.weights import WeightsError
 
     if Path(args.out).suffix.lower() not in (".webp", ".gif"):
         print("onstage render: write a .webp or .gif file", file=sys.stderr)
         return 2
+    script = SCENE_DEMO if args.scene else DEMO
+    # The shipped model draws no scene yet: the scene tour shows the procedural world unless told otherwise.
+    source = args.source or ("world" if args.scene else "model")
     try:
-        path = render(DEMO, args.out, seed=args.seed, identity=args.identity, source=args.source)
+        path = render(script, args.out, seed=args.seed, identity=args.identity, source=source)
     except (WeightsError, ValueError, OSError) as exc:
         print(f"onstage render: {exc}", file=sys.stderr)
         return 1
-    seconds = sum(beat.seconds for beat in DEMO)
-    print(f"onstage: wrote {path} ({seconds:.1f} s: {', '.join(beat.action for beat in DEMO)})")
+    seconds = sum(beat.seconds for beat in script)
+    print(f"onstage: wrote {path} ({seconds:.1f} s: {', '.join(beat.action for beat in script)})")
     return 0
 
 
@@ -387,8 +390,13 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument(
         "--source",
         choices=("model", "world", "both"),
-        default="model",
-        help="the default model, the procedural truth, or both side by side",
+        default=None,
+        help="the default model (the default), the procedural truth, or both side by side",
+    )
+    render.add_argument(
+        "--scene",
+        action="store_true",
+        help="a tour of the scene (ball, dusk, rainy night, lamp, door), from the procedural world by default",
     )
     render.set_defaults(run=_render)
 

@@ -18,6 +18,8 @@ from .manifest import (
     EMOTION_INDEX,
     FPS,
     FRAMES_PER_CHUNK,
+    SCENE,
+    SCENE_ACTIONS,
     SIDES,
     Manifest,
     build_manifest,
@@ -28,8 +30,12 @@ CYCLE_HZ: tuple[float, ...] = (2.0, 2.5, 1.0 / 0.75)
 PHASE_CLIP_S = 4.0
 # Which actions read a target point and which a side (wave's paw, turn's facing): for the others these
 # inputs are zeroed, so the model sees them only where they mean something.
-_USES_TARGET = np.array([any(p.name.startswith("target") for p in a.params) for a in ACTIONS], np.float32)
-_USES_SIDE = np.array([any(p.name in ("paw", "side") for p in a.params) for a in ACTIONS], np.float32)
+_USES_TARGET = np.array(
+    [any(p.name.startswith("target") for p in a.params) for a in ACTIONS + SCENE_ACTIONS], np.float32
+)
+_USES_SIDE = np.array(
+    [any(p.name in ("paw", "side") for p in a.params) for a in ACTIONS + SCENE_ACTIONS], np.float32
+)
 SIDE_SIGN = {"other": 0.0, "left": -1.0, "right": 1.0}  # a side as the sign of the facing it ends on
 # They enter at 4x the scale of the other inputs: an action's parameters decide only its first frames, so
 # the model sees little of them, and a larger input makes its weights for them learn faster.
@@ -39,6 +45,8 @@ CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
 
 _OWN = build_manifest()
 """The tiny model's manifest: what a condition is validated against unless another is given."""
+_WORLD = build_manifest(scene=True)
+"""The world's vocabulary: where a scene part's default is read when no manifest is given."""
 
 
 class ConditionError(ValueError):
@@ -62,6 +70,17 @@ class ChunkCondition(msgspec.Struct, frozen=True):
     speaking: bool = False
     audio: tuple[float, ...] = (0.0,) * FRAMES_PER_CHUNK
     side: str = "other"
+    scene: tuple[tuple[str, str], ...] = ()
+    """(part, choice) pairs of the manifest's scene, each part at most once; a part left out is at its
+    default. The scene is held, not an event: a condition names the scene its chunk shows."""
+
+    def scene_choice(self, part: str, manifest: Manifest | None = None) -> str:
+        """The choice this condition holds for a scene part (its default where not named)."""
+        for name, choice in self.scene:
+            if name == part:
+                return choice
+        spec = {s.name: s for s in (manifest or _WORLD).scene}[part]
+        return spec.default
 
     @property
     def voice(self) -> tuple[float, ...]:
@@ -92,6 +111,23 @@ class ChunkCondition(msgspec.Struct, frozen=True):
                 raise ConditionError(f"{name} values must be finite and in [-1, 1], got {pair}")
         if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in self.audio):
             raise ConditionError(f"audio values must be finite and in [0, 1], got {self.audio}")
+        _check_scene(self.scene, m)
+
+
+def _check_scene(scene: tuple[tuple[str, str], ...], m: Manifest) -> None:
+    """ConditionError naming the first scene part or choice the manifest does not draw."""
+    specs = {s.name: s for s in m.scene}
+    seen: set[str] = set()
+    for part, choice in scene:
+        spec = specs.get(part)
+        if spec is None:
+            known = f"known: {sorted(specs)}" if specs else "this model draws no scene"
+            raise ConditionError(f"unknown scene part {part!r}; {known}")
+        if part in seen:
+            raise ConditionError(f"scene part {part!r} named twice")
+        seen.add(part)
+        if choice not in spec.choices:
+            raise ConditionError(f"scene {part} must be one of {list(spec.choices)}, got {choice!r}")
 
 
 @dataclass
@@ -106,26 +142,46 @@ class ChunkCodes:
     speaking: np.ndarray  # float32 0/1
     audio: np.ndarray  # (N, K, 4) float32
     phase0: np.ndarray  # int64, frames since the action started, at the chunk's first frame
+    scene: np.ndarray | None = None  # (N, K, len(SCENE)) int64 choice per scene part; None: the default
 
     def chunk(self, n: int, k: int) -> ChunkCodes:
         """A 1x1 view of chunk k of sequence n."""
         s = (slice(n, n + 1), slice(k, k + 1))
-        return ChunkCodes(*(getattr(self, f)[s] for f in _FIELDS))
+        return ChunkCodes(**{f: getattr(self, f)[s] for f in _FIELDS}, scene=_part(self.scene, s))
 
     def window(self, start: int, stop: int) -> ChunkCodes:
         """Chunks [start, stop) of every sequence."""
-        return ChunkCodes(*(getattr(self, f)[:, start:stop] for f in _FIELDS))
+        s = (slice(None), slice(start, stop))
+        return ChunkCodes(**{f: getattr(self, f)[s] for f in _FIELDS}, scene=_part(self.scene, s))
+
+    def scene_codes(self) -> np.ndarray:
+        """The scene choices, (N, K, len(SCENE)) int64: zeros (every part at its default) where unset."""
+        if self.scene is not None:
+            return self.scene
+        return np.zeros((*self.action.shape, len(SCENE)), np.int64)
+
+
+def _part(a: np.ndarray | None, s: tuple[slice, slice]) -> np.ndarray | None:
+    return None if a is None else a[s]
+
+
+def scene_indices(cond: ChunkCondition) -> list[int]:
+    """A condition's scene as the index of each part's choice, in the order of ``SCENE``."""
+    return [spec.choices.index(cond.scene_choice(spec.name, _WORLD)) for spec in SCENE]
 
 
 _FIELDS = ("action", "emotion", "target", "gaze", "side", "speaking", "audio", "phase0")
 
 
-def encode(conditions: list[ChunkCondition], phase0: list[int]) -> ChunkCodes:
-    """Encode one sequence of validated conditions (N=1, K=len) with their action phases."""
+def encode(
+    conditions: list[ChunkCondition], phase0: list[int], manifest: Manifest | None = None
+) -> ChunkCodes:
+    """Encode one sequence of conditions (N=1, K=len) with their action phases, validated against
+    ``manifest`` (the tiny model's by default); the scene is encoded where the manifest has one."""
     if len(conditions) != len(phase0):
         raise ConditionError(f"{len(conditions)} conditions but {len(phase0)} phases")
     for c in conditions:
-        c.validate()
+        c.validate(manifest)
 
     def arr(values: list, dtype: type) -> np.ndarray:
         return np.asarray(values, dtype=dtype)[None]
@@ -139,6 +195,7 @@ def encode(conditions: list[ChunkCondition], phase0: list[int]) -> ChunkCodes:
         speaking=arr([float(c.speaking) for c in conditions], np.float32),
         audio=arr([c.audio for c in conditions], np.float32),
         phase0=arr(phase0, np.int64),
+        scene=arr([scene_indices(c) for c in conditions], np.int64) if manifest and manifest.scene else None,
     )
 
 
@@ -172,3 +229,13 @@ def next_phase(prev_action: str | None, prev_phase0: int, action: str) -> int:
     if prev_action != action:
         return 0
     return prev_phase0 + FRAMES_PER_CHUNK
+
+
+def phases(conditions: list[ChunkCondition]) -> list[int]:
+    """The action phase at each chunk's first frame of a sequence that starts fresh."""
+    out, prev, p = [], None, 0
+    for c in conditions:
+        p = next_phase(prev, p, c.action)
+        out.append(p)
+        prev = c.action
+    return out

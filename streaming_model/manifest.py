@@ -25,6 +25,19 @@ class ParamSpec(msgspec.Struct, frozen=True):
     default: float | str | None = None
 
 
+class SceneSpec(msgspec.Struct, frozen=True):
+    """One part of the scene: its choices, the first being the default (today's world)."""
+
+    name: str
+    description: str
+    choices: tuple[str, ...]
+
+    @property
+    def default(self) -> str:
+        """The choice a condition that does not name this part holds."""
+        return self.choices[0]
+
+
 class ActionSpec(msgspec.Struct, frozen=True):
     """One action the character can perform, held for as long as the condition names it."""
 
@@ -32,6 +45,8 @@ class ActionSpec(msgspec.Struct, frozen=True):
     description: str
     params: tuple[ParamSpec, ...] = ()
     cyclic: bool = False  # True when holding the action repeats a motion (walk, wave, nod)
+    sets: tuple[tuple[str, str], ...] = ()
+    """Scene parts the action leaves changed (part, choice): a caller asking for it sets them with it."""
 
 
 class Manifest(msgspec.Struct, frozen=True):
@@ -51,6 +66,9 @@ class Manifest(msgspec.Struct, frozen=True):
     audio_envelope: str
     scene_events: tuple[str, ...]
     identities: int
+    scene: tuple[SceneSpec, ...] = ()
+    """The scene the model draws and keeps until changed (light, weather, a door, a prop); empty where it
+    draws none. A condition names a choice per entry; an entry it leaves out is at its default."""
 
     @property
     def frame_s(self) -> float:
@@ -107,12 +125,56 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("look_at", "Turn head and eyes toward a point on screen.", _TARGET),
 )
 ACTION_NAMES: tuple[str, ...] = tuple(a.name for a in ACTIONS)
-ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(ACTION_NAMES)}
+"""The shipped model's actions (what its weights were trained on)."""
+
+SCENE_ACTIONS: tuple[ActionSpec, ...] = (
+    ActionSpec("go_to_door", "Walk to the door at the right side of the scene and face it."),
+    ActionSpec("open_door", "Walk to the door and open it; it stays open.", sets=(("door", "open"),)),
+    ActionSpec("close_door", "Walk to the door and close it; it stays closed.", sets=(("door", "closed"),)),
+    ActionSpec(
+        "pick_up",
+        "Walk to the ball and pick it up; it stays in the paw until put down or thrown.",
+        sets=(("prop", "ball"),),
+    ),
+    ActionSpec("put_down", "Put the ball held down at the feet.", sets=(("prop", "ball"),)),
+    ActionSpec(
+        "throw",
+        "Throw the ball held toward the side faced; it stays where it lands.",
+        sets=(("prop", "ball"),),
+    ),
+)
+"""Actions toward the scene: only a backend whose manifest has a scene offers them."""
+
+ACTION_INDEX: dict[str, int] = {a.name: i for i, a in enumerate(ACTIONS + SCENE_ACTIONS)}
+"""Index of every action the world knows; the shipped model's come first, at the indices it was trained on."""
 
 EMOTIONS: tuple[str, ...] = ("neutral", "happy", "sad", "surprised", "angry")
 EMOTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(EMOTIONS)}
 
 SCENE_EVENTS: tuple[str, ...] = ("floor", "shadow")
+
+SCENE: tuple[SceneSpec, ...] = (
+    SceneSpec(
+        "light", "Daylight, dusk or night; changes fade over about a second.", ("day", "dusk", "night")
+    ),
+    SceneSpec(
+        "lamp",
+        "A street lamp at the left edge: none, off, or on (it lights up a night).",
+        ("none", "off", "on"),
+    ),
+    SceneSpec(
+        "weather",
+        "Clear, rain or snow; it sets in and clears over a couple of seconds.",
+        ("clear", "rain", "snow"),
+    ),
+    SceneSpec(
+        "door",
+        "A door at the right side: none, closed or open; it swings over a few frames.",
+        ("none", "closed", "open"),
+    ),
+    SceneSpec("prop", "A ball on the floor the character can pick up, put down and throw.", ("none", "ball")),
+)
+"""The scene the procedural world draws; each part's first choice is today's world."""
 NUM_IDENTITIES = 6
 
 
@@ -122,22 +184,25 @@ def build_manifest(
     frames_per_chunk: int = FRAMES_PER_CHUNK,
     width: int = FRAME_SIZE,
     height: int = FRAME_SIZE,
+    scene: bool = False,
 ) -> Manifest:
     """The manifest of the shipped model; with other arguments, its vocabulary at another clock and
-    picture (what a backend that draws the same world another way declares)."""
+    picture (what a backend that draws the same world another way declares). ``scene``: the world's
+    scene and the actions toward it, which the shipped weights were not trained on."""
     return Manifest(
         version=3,
         fps=fps,
         frames_per_chunk=frames_per_chunk,
         width=width,
         height=height,
-        actions=ACTIONS,
+        actions=ACTIONS + SCENE_ACTIONS if scene else ACTIONS,
         emotions=EMOTIONS,
         gaze="Eyes look at gaze (x, y) in [-1, 1]^2 for every action; look_at also turns the head.",
         speaking="speaking=True opens the mouth by the audio envelope; False keeps it closed (listening).",
         audio_envelope=f"{frames_per_chunk} values in [0, 1] per chunk, one per frame: the voice's loudness.",
         scene_events=SCENE_EVENTS,
         identities=NUM_IDENTITIES,
+        scene=SCENE if scene else (),
     )
 
 

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .scene_probes import measure_scene, normalise, scenery_mask
 from .world import palette as P
 from .world.render import FLOOR_Y
 
 _COLOR_TOL = 70.0  # L1 distance (sum over RGB) for "this pixel has that colour"
 _ROWS = np.arange(128, dtype=np.float32)
+EYE_REACH = 16.0  # columns from the head's centre within which its eyes are looked for
+FALLING = 0.005  # share of the sky band's pixels that are raindrops or snowflakes when some are falling
 
 
 @dataclass
@@ -52,7 +55,8 @@ def _centroid(mask: np.ndarray, axis: int) -> np.ndarray:
 
 def measure(frames: np.ndarray, identity: int) -> Measures:
     """Measure every frame of (..., H, W, 3) uint8 frames of a character of the given identity."""
-    f = frames.astype(np.float32)
+    scene = measure_scene(frames)
+    f = normalise(frames.astype(np.float32), scene.light)  # as in daylight, whatever the scene's light
     pal = P.PALETTES[identity]
     sky = np.abs(f - P.SKY).sum(-1) > 60
     # On the floor, shadow (also its soft edge) is the floor colour scaled down: same channel ratios.
@@ -62,6 +66,14 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     char = np.where(below, ~floorlike, sky)
     body = _near(f, pal[0])
     limb = _near(f, pal[2])
+    scenery = scenery_mask(f, char, np.concatenate([pal, P.FACE]), body)
+    char &= ~scenery
+    limb &= ~scenery
+    # Raindrops and snowflakes that coding has smeared off their colours are thin: an opening (3x3)
+    # removes them where it is raining or snowing, and keeps the character, whose parts are thicker.
+    falling = (scene.rain + scene.snow) > FALLING
+    if falling.any():
+        char = np.where(falling[..., None, None], _opened(char), char)
     eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
     mouth = _near(f, P.MOUTH_OPEN) & char
     # A row counts with a few pixels (one stray pixel is not the body) but not with half the width: the
@@ -71,15 +83,17 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     top = np.where(rows_any.any(-1), np.argmax(rows_any, -1), 128).astype(np.float32)
     # Eyes sit 10-18 rows below the top of the ears whatever the pose: look only there.
     below_top = _ROWS[:, None] - top[..., None, None]
-    eyes = eye_white & (below_top >= 5) & (below_top <= 24)
-
-    visible = char.sum((-1, -2)) > 200
-    eye_x = _centroid(eyes, -1)
-    eye_y = _centroid(eyes, -2)
     # Head centre column: body-coloured pixels in the head's rows (found from the ears' top, so it
     # does not need the eyes, which blur first when the head moves fast).
     head_rows = (below_top >= 4) & (below_top <= 28)
     head_x = _centroid(body & head_rows, -1)
+    # Eyes sit within 14 columns of the head's centre: snowflakes beside the head are as white.
+    beside = np.abs(_ROWS[None, :] - np.nan_to_num(head_x, nan=-99.0)[..., None, None]) < EYE_REACH
+    eyes = eye_white & (below_top >= 5) & (below_top <= 24) & beside
+
+    visible = char.sum((-1, -2)) > 200
+    eye_x = _centroid(eyes, -1)
+    eye_y = _centroid(eyes, -2)
     below_head = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None]) > 18
     x = _centroid(char & below_head & ~below, -1)  # on the floor, JPEG coding blurs the shadow's edge
     # Facing from two cues: the eyes' offset in the head (sharp on truth) and the belly's offset on
@@ -136,9 +150,25 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     )
 
 
+def _opened(mask: np.ndarray) -> np.ndarray:
+    """Binary opening of (..., H, W) masks with a 3x3 square: what survives an erosion, grown back."""
+    return _grow(~_grow(~mask))
+
+
+def _grow(mask: np.ndarray) -> np.ndarray:
+    """Binary dilation of (..., H, W) masks with a 3x3 square (nothing grows in from the edges)."""
+    out = mask.copy()
+    out[..., 1:, :] |= mask[..., :-1, :]
+    out[..., :-1, :] |= mask[..., 1:, :]
+    grown = out.copy()
+    grown[..., :, 1:] |= out[..., :, :-1]
+    grown[..., :, :-1] |= out[..., :, 1:]
+    return grown
+
+
 def identify(frames: np.ndarray) -> np.ndarray:
-    """The palette index whose body colour covers the most pixels, per frame."""
-    f = frames.astype(np.float32)
+    """The palette index whose body colour covers the most pixels, per frame (under any light)."""
+    f = normalise(frames.astype(np.float32), measure_scene(frames).light)
     counts = np.stack([_near(f, pal[0]).sum((-1, -2)) for pal in P.PALETTES], -1)
     return counts.argmax(-1)
 

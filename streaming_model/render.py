@@ -8,8 +8,8 @@ import msgspec
 import numpy as np
 from PIL import Image
 
-from .condition import ChunkCondition, encode, next_phase
-from .manifest import FPS, FRAMES_PER_CHUNK
+from .condition import ChunkCondition, encode, phases
+from .manifest import FPS, FRAMES_PER_CHUNK, build_manifest
 from .sampler import STEPS
 from .world.episodes import simulate
 
@@ -25,6 +25,9 @@ class Beat(msgspec.Struct, frozen=True):
     side: str = "other"
     target: tuple[float, float] = (0.0, 0.0)
     gaze: tuple[float, float] = (0.0, 0.0)
+    scene: dict[str, str] = {}
+    """Scene parts this beat changes (held until a later beat changes them): the world backend draws them,
+    the shipped model does not yet."""
 
 
 DEMO: tuple[Beat, ...] = (
@@ -41,29 +44,56 @@ DEMO: tuple[Beat, ...] = (
 )
 
 
+SCENE_DEMO: tuple[Beat, ...] = (
+    Beat("idle", 0.5, scene={"prop": "ball", "door": "closed", "lamp": "off"}),
+    Beat("pick_up", 2.0),
+    Beat("walk_right", 1.2),
+    Beat("turn", 0.7, side="left"),
+    Beat("throw", 1.2, emotion="happy"),
+    Beat("idle", 1.5, scene={"light": "dusk"}),
+    Beat("look_at", 2.0, target=(-0.9, -0.6), scene={"light": "night", "lamp": "on", "weather": "rain"}),
+    Beat("open_door", 3.5, emotion="surprised"),
+    Beat("wave", 2.0, emotion="happy", speaking=True, scene={"weather": "snow"}),
+    Beat("close_door", 1.5),
+    Beat("idle", 1.5, scene={"light": "day", "weather": "clear", "lamp": "none"}),
+)
+"""A short tour of the scene: a ball picked up and thrown, dusk, a rainy night under the lamp, the door."""
+
+
 def conditions(beats: tuple[Beat, ...] | list[Beat], seed: int = 0) -> list[ChunkCondition]:
-    """Per-chunk conditions for a script; talking beats get a speech-like audio envelope."""
+    """Per-chunk conditions for a script; talking beats get a speech-like audio envelope. Scene changes
+    are checked against the world's vocabulary (a model that draws no scene refuses them when asked)."""
     rng = np.random.default_rng(seed)
+    world = build_manifest(scene=True)
+    scene: dict[str, str] = {}
     out = []
     for b in beats:
+        scene.update(b.scene)
         for _ in range(max(1, round(b.seconds * FPS / FRAMES_PER_CHUNK))):
             audio = (
                 tuple(float(a) for a in rng.uniform(0.0, 1.0, FRAMES_PER_CHUNK)) if b.speaking else (0.0,) * 4
             )
-            c = ChunkCondition(b.action, b.target, b.gaze, b.paw, b.emotion, b.speaking, audio, side=b.side)
-            c.validate()
+            c = ChunkCondition(
+                b.action,
+                b.target,
+                b.gaze,
+                b.paw,
+                b.emotion,
+                b.speaking,
+                audio,
+                side=b.side,
+                scene=tuple(scene.items()),
+            )
+            c.validate(world)
             out.append(c)
     return out
 
 
 def world_frames(conds: list[ChunkCondition], identity: int) -> np.ndarray:
-    """What the procedural world shows for these conditions (the truth the model was trained on)."""
-    phases, prev, p = [], None, 0
-    for c in conds:
-        p = next_phase(prev, p, c.action)
-        phases.append(p)
-        prev = c.action
-    return simulate(encode(conds, phases), np.array([identity])).frames[0]
+    """What the procedural world shows for these conditions (the truth the model was trained on), its
+    scene and the actions toward it included."""
+    codes = encode(conds, phases(conds), build_manifest(scene=True))
+    return simulate(codes, np.array([identity])).frames[0]
 
 
 def model_frames(conds: list[ChunkCondition], identity: int, seed: int, steps: int) -> np.ndarray:

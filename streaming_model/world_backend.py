@@ -25,13 +25,16 @@ import numpy as np
 
 from .backend import BackendManifest, Capabilities, Pending
 from .blobs import VERSION, BlobError, unwrap, wrap
-from .condition import SIDE_SIGN, ChunkCondition, ConditionError
+from .condition import SIDE_SIGN, ChunkCondition, ConditionError, scene_indices
 from .kv_cache import RollbackError, SnapshotError
 from .manifest import ACTION_INDEX, EMOTION_INDEX, FPS, FRAME_SIZE, FRAMES_PER_CHUNK, build_manifest
 from .warmup import measure_costs
 from .world.palette import NUM_IDENTITIES
 from .world.render import render
-from .world.state import WorldState, initial_state, step
+from .world.state import SCENE_FIELDS, WorldState, initial_state, step
+
+_VOCABULARY = build_manifest(scene=True)
+"""What the world draws: the shipped model's vocabulary, and the scene with the actions toward it."""
 
 JOURNAL = 8
 """Committed chunks a session can roll back."""
@@ -122,6 +125,7 @@ class WorldSession:
         target, gaze = np.array([cond.target], np.float32), np.array([cond.gaze], np.float32)
         side = np.array([SIDE_SIGN[cond.side if cond.action == "turn" else cond.paw]], np.float32)
         speaking = np.array([float(cond.speaking)], np.float32)
+        scene = np.array([scene_indices(cond)], np.int64)
         frames = np.empty((o.chunk_frames, o.height, o.width, 3), np.uint8)
         for j in range(o.chunk_frames):
             frame = now.index * o.chunk_frames + j
@@ -131,7 +135,7 @@ class WorldSession:
                     return None
                 phase += 1
                 audio = np.array([cond.audio[j]], np.float32)
-                step(state, action, np.array([phase]), target, gaze, side, emotion, speaking, audio)
+                step(state, action, np.array([phase]), target, gaze, side, emotion, speaking, audio, scene)
                 steps += 1
             frames[j] = render(state)[0][self._rows[:, None], self._cols[None, :]]
         if cancel is not None and cancel.is_set():
@@ -145,7 +149,7 @@ class WorldSession:
         if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in cond.audio):
             raise ConditionError(f"audio values must be finite and in [0, 1], got {cond.audio}")
         # The condition's own checks, its envelope's length aside (that is this backend's clock).
-        msgspec.structs.replace(cond, audio=(0.0,) * FRAMES_PER_CHUNK).validate()
+        msgspec.structs.replace(cond, audio=(0.0,) * FRAMES_PER_CHUNK).validate(_VOCABULARY)
 
     def decode(self, pending: Pending) -> np.ndarray:
         """The chunk's frames, (chunk_frames, height, width, 3) uint8 (drawn when it was generated)."""
@@ -211,11 +215,14 @@ class WorldSession:
             if f.name == "identity":
                 continue
             want = getattr(template, f.name)
+            if f.name not in doc.state and f.name in SCENE_FIELDS:  # a blob from before the scene
+                arrays[f.name] = want
+                continue
             got = np.asarray(doc.state.get(f.name, ()), np.float32)
             if got.size != want.size:
                 raise BlobError("inconsistent (its world state does not fit together)")
             arrays[f.name] = got.reshape(want.shape)
-        if len(doc.state) != len(arrays) - 1 or not 0 <= doc.identity < NUM_IDENTITIES:
+        if not set(doc.state) <= set(arrays) - {"identity"} or not 0 <= doc.identity < NUM_IDENTITIES:
             raise BlobError("inconsistent (its world state does not fit together)")
         if min(doc.index, doc.steps, doc.phase + 1) < 0 or doc.last_action not in (None, *ACTION_INDEX):
             raise BlobError("inconsistent (its world state does not fit together)")
@@ -232,7 +239,11 @@ class WorldBackend:
         self.options = options = options or WorldOptions()
         options.check()
         vocabulary = build_manifest(
-            fps=options.fps, frames_per_chunk=options.chunk_frames, width=options.width, height=options.height
+            fps=options.fps,
+            frames_per_chunk=options.chunk_frames,
+            width=options.width,
+            height=options.height,
+            scene=True,
         )
         capabilities = Capabilities(
             rollback_depth=JOURNAL,

@@ -1,6 +1,6 @@
 """The Director's character tools, generated from the capability manifest and the plan types.
 
-perform, say, set_emotion, look_at, move_to, scene_event, schedule_block, wait, remember. Action, emotion
+perform, say, set_emotion, look_at, move_to, scene_event, set_scene, schedule_block, wait, remember. Action, emotion
 and scene-event names are enums taken from the manifest, and numeric bounds come from its parameter specs,
 so a retrained model with other capabilities changes the tools the LLM sees without touching this file:
 ``move_to`` is offered only to a model that can walk (``plans.WALKS``), and ``look_at``'s ``turn_head`` only
@@ -11,7 +11,9 @@ stamps source, epoch and cause there); ``remember`` keeps a fact in the Director
 Scene events are validated but nothing draws them yet (the chunk condition has no scene input), so
 ``scene_event`` is offered only when the caller says the scene is shown (``scene_shown``), and a
 ``schedule_block`` with scene events answers which of them are not shown (a block of nothing else is
-refused): no tool tells the LLM "ok" for something the user will not see.
+refused): no tool tells the LLM "ok" for something the user will not see. ``set_scene`` (light, weather,
+a door, a prop: the manifest's ``scene``, which a model draws and keeps) is offered only to a model whose
+manifest has a scene.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from agent.plans import (
     Move,
     PlanError,
     SceneEvent,
+    SetScene,
     Speech,
     SyncRef,
     Wait,
@@ -224,6 +227,21 @@ def build_toolbox(
         ],
         "Schedule a block of behaviors with sync points.",
     )
+    scene_doc = "Change the scene; each part named keeps its choice until changed. " + "; ".join(
+        f"{spec.name}: {spec.description}" for spec in manifest.scene
+    )
+    SetSceneArgs = args(
+        "set_scene",
+        [
+            (
+                spec.name,
+                Annotated[_literal(spec.choices), msgspec.Meta(description=spec.description)] | None,
+                None,
+            )
+            for spec in manifest.scene
+        ],
+        scene_doc,
+    )
     WaitArgs = args("wait", [("seconds", Seconds)], "Wait before the next plans of this turn.")
     RememberArgs = args(
         "remember", [("fact", Annotated[str, msgspec.Meta(min_length=1, max_length=300)])], "Remember a fact."
@@ -278,6 +296,15 @@ def build_toolbox(
     async def scene_event(a: Any, ctx: ToolContext) -> dict[str, Any]:
         return emit(ctx, Block(behaviors=[SceneEvent(name=a.name)], label=f"scene {a.name}"))
 
+    async def set_scene(a: Any, ctx: ToolContext) -> dict[str, Any]:
+        changes = {
+            spec.name: getattr(a, spec.name) for spec in manifest.scene if getattr(a, spec.name) is not None
+        }
+        if not changes:
+            raise ToolError("name at least one part of the scene to change", manifest.scene[0].name)
+        label = "scene " + ", ".join(f"{part} {choice}" for part, choice in changes.items())
+        return emit(ctx, Block(behaviors=[SetScene(changes=changes)], label=label))
+
     async def schedule_block(a: Any, ctx: ToolContext) -> dict[str, Any]:
         scene = [] if scene_shown else [b.name for b in a.behaviors if isinstance(b, SceneEvent)]
         if len(scene) == len(a.behaviors):
@@ -314,6 +341,8 @@ def build_toolbox(
         box.register(Tool("move_to", "Walk to a floor position or a named place.", MoveArgs, move_to))
     if scene_shown:
         box.register(Tool("scene_event", "Trigger a scene event.", SceneArgs, scene_event))
+    if manifest.scene:
+        box.register(Tool("set_scene", scene_doc, SetSceneArgs, set_scene))
     box.register(
         Tool(
             "schedule_block",

@@ -64,6 +64,8 @@ class Choice(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     when: a condition (``trust >= 2 and not has_key``); empty means always offered.
     effects: applied in order when the choice is taken (``trust += 1``, ``has_key = true``).
     keywords: extra words that name this choice when the user types freely (the label's words count too).
+    scene: parts of the scene the choice changes (``{door = "open"}``), as a plan's ``set_scene`` would,
+    as the target beat is entered (its own plan may change the scene further).
     """
 
     id: str
@@ -72,6 +74,7 @@ class Choice(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     when: str = ""
     effects: list[str] = []
     keywords: list[str] = []
+    scene: dict[str, str] = {}
 
 
 class Beat(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):

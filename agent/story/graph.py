@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from agent.plans import Block, PlanError, validate_block
+from agent.plans import Block, PlanError, check_scene, validate_block
 from agent.script import PLANS_DIR, Script, load_script
 from agent.story.expr import Compiled, Effect, ExprError, Kind, compile_condition, compile_effect, kind_of
 from agent.story.format import NAME, Beat, Choice, Problem, StoryError, StorySpec
@@ -250,6 +250,11 @@ def _compile_beat(
                 effects.append(compile_effect(text, ctx.kinds))
             except ExprError as exc:
                 problems.append(Problem(f"{at}.effects[{j}]", f"bad effect {text!r}: {exc}"))
+        if choice.scene:
+            try:
+                check_scene(choice.scene, ctx.manifest, f"{at}.scene")
+            except PlanError as exc:
+                problems.append(Problem(exc.field, exc.message))
         choices.append(CompiledChoice(choice, condition, tuple(effects)))
     if len(problems) > before:
         return None

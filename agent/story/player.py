@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,6 +32,7 @@ from typing import Literal
 import msgspec
 
 from agent.director import Director
+from agent.plans import Block, SetScene
 from agent.realizer import Realizer
 from agent.script import PLANS_DIR, RunnerState, Script, ScriptRunner
 from agent.story.engine import enter, initial_state, match_choice, offered, take, views
@@ -319,7 +320,7 @@ class StoryPlayer:
         checkpoint. ``StoryError`` names the problem (no such choice, condition not met, story ended)."""
         async with self._lock:
             choice, state = take(self.graph, self.state, choice_id)
-            await self._arrive(state, "choice", choice=choice.id, cause=cause)
+            await self._arrive(state, "choice", choice=choice.id, cause=cause, scene=choice.spec.scene)
             return self.view()
 
     async def intervene(self, text: str, *, cause: str | None = None) -> Intervention:
@@ -332,8 +333,10 @@ class StoryPlayer:
             found = match_choice(text, choices)
             exact = found is not None and text.lower() in (found.id.lower(), found.spec.label.strip().lower())
             if found is not None and (self.director is None or exact):
-                _, state = take(self.graph, self.state, found.id)
-                await self._arrive(state, "intervention", choice=found.id, text=text, cause=cause)
+                taken, state = take(self.graph, self.state, found.id)
+                await self._arrive(
+                    state, "intervention", choice=found.id, text=text, cause=cause, scene=taken.spec.scene
+                )
                 return Intervention(
                     outcome="chosen",
                     message=f"chose {found.id!r} ({found.spec.label})",
@@ -371,7 +374,8 @@ class StoryPlayer:
         async with self._lock:
             choice, state = take(self.graph, self.state, choice_id)
             text, self._pending = self._pending, None
-            await self._arrive(state, "intervention" if text else "choice", choice=choice.id, text=text)
+            via: Via = "intervention" if text else "choice"
+            await self._arrive(state, via, choice=choice.id, text=text, scene=choice.spec.scene)
             return self.view()
 
     async def add_branch(self, beat_id: str, beat: Beat) -> StoryView:
@@ -433,10 +437,19 @@ class StoryPlayer:
         choice: str | None = None,
         text: str | None = None,
         cause: str | None = None,
+        scene: Mapping[str, str] | None = None,
     ) -> None:
-        """Enter ``state``'s beat: play its plan, add the history node and checkpoint it (lock held)."""
+        """Enter ``state``'s beat: change the scene as the choice taken says (``scene``), play the beat's
+        plan, add the history node and checkpoint it (lock held)."""
         self.state = state
         await self._play(cause)
+        if scene:
+            label = f"scene of choice {choice}"
+            change = SetScene(changes=dict(scene))
+            epoch = self.realizer.epoch("script")
+            self.realizer.submit(
+                Block(source="script", epoch=epoch, behaviors=[change], label=label, cause=cause)
+            )
         node = HistoryNode(
             checkpoint=f"c{len(self.history) + 1}",
             beat=state.beat,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..condition import ChunkCodes
-from ..manifest import ACTION_NAMES, FRAMES_PER_CHUNK
+from ..manifest import ACTION_INDEX, ACTION_NAMES, FRAMES_PER_CHUNK, SCENE, SCENE_ACTIONS
 from .palette import NUM_IDENTITIES
 from .render import render
 from .state import WorldState, initial_state, step
@@ -26,6 +26,16 @@ ACTION_WEIGHTS = {
     "startle": 0.05,
     "look_at": 0.12,
 }
+# With a scene, the actions toward it are drawn too, this often.
+SCENE_ACTION_WEIGHTS = {
+    "go_to_door": 0.04,
+    "open_door": 0.06,
+    "close_door": 0.05,
+    "pick_up": 0.08,
+    "put_down": 0.05,
+    "throw": 0.06,
+}
+SCENE_TRUTH_FIELDS = ("rain", "snow", "door_show", "door_open", "ball_show", "ball_x", "ball_y", "held")
 TRUTH_FIELDS = (
     "x",
     "facing",
@@ -50,7 +60,7 @@ class Episode:
     reference: np.ndarray  # (N, 4, H, W, 3) uint8: the identity's reference chunk
     codes: ChunkCodes  # (N, K)
     identity: np.ndarray  # (N,)
-    truth: dict[str, np.ndarray]  # field -> (N, 4K) float32
+    truth: dict[str, np.ndarray]  # field -> (N, 4K) float32; "light" (N, 4K, 3)
 
 
 def _segments(rng: np.random.Generator, k: int, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -62,9 +72,12 @@ def _segments(rng: np.random.Generator, k: int, lo: int, hi: int) -> list[tuple[
     return out
 
 
-def random_codes(rng: np.random.Generator, n: int, k: int) -> ChunkCodes:
-    """Condition sequences: actions held 0.5-3 s, independent emotion, gaze and talking segments."""
-    probs = np.array([ACTION_WEIGHTS[a] for a in ACTION_NAMES])
+def random_codes(rng: np.random.Generator, n: int, k: int, scene: bool = False) -> ChunkCodes:
+    """Condition sequences: actions held 0.5-3 s, independent emotion, gaze and talking segments; with
+    ``scene``, also a scene that changes every 2-8 s and the actions toward it (``random_scene``)."""
+    weights = {**ACTION_WEIGHTS, **(SCENE_ACTION_WEIGHTS if scene else {})}
+    names = ACTION_NAMES + tuple(a.name for a in SCENE_ACTIONS) if scene else ACTION_NAMES
+    probs = np.array([weights[a] for a in names])
     probs /= probs.sum()
     codes = ChunkCodes(
         action=np.zeros((n, k), np.int64),
@@ -87,7 +100,7 @@ def random_codes(rng: np.random.Generator, n: int, k: int) -> ChunkCodes:
             codes.phase0[i, a:b] = np.arange(b - a) * FRAMES_PER_CHUNK
             codes.target[i, a:b] = rng.uniform(-1, 1, 2)
             # Half the turns name a side, half turn around (side 0).
-            sides = [-1.0, 0.0, 0.0, 1.0] if ACTION_NAMES[act] == "turn" else [-1.0, 1.0]
+            sides = [-1.0, 0.0, 0.0, 1.0] if names[act] == "turn" else [-1.0, 1.0]
             codes.side[i, a:b] = rng.choice(sides)
         for a, b in _segments(rng, k, 3, 12):
             codes.gaze[i, a:b] = rng.uniform(-1, 1, 2) if rng.random() < 0.6 else 0.0
@@ -96,7 +109,34 @@ def random_codes(rng: np.random.Generator, n: int, k: int) -> ChunkCodes:
         for a, b in _segments(rng, k, 6, 30):
             codes.speaking[i, a:b] = float(rng.random() < 0.5)
         codes.audio[i] = _envelope(rng, k * FRAMES_PER_CHUNK).reshape(k, FRAMES_PER_CHUNK)
+    if scene:
+        codes.scene = random_scene(rng, codes.action)
     return codes
+
+
+_PART = {spec.name: p for p, spec in enumerate(SCENE)}
+_SETS = {ACTION_INDEX[a.name]: a.sets for a in SCENE_ACTIONS if a.sets}
+
+
+def random_scene(rng: np.random.Generator, action: np.ndarray) -> np.ndarray:
+    """(N, K, len(SCENE)) scene choices: each part changes every 2-8 s (the ball is there in most
+    episodes), and an action that sets part of the scene (``ActionSpec.sets``: opening the door, taking
+    the ball) has the scene agree from its first chunk on, as a caller that asks for it sets it."""
+    n, k = action.shape
+    out = np.zeros((n, k, len(SCENE)), np.int64)
+    for i in range(n):
+        for p, spec in enumerate(SCENE):
+            if spec.name == "prop" and rng.random() < 0.85:
+                out[i, :, p] = 1
+                continue
+            for a, b in _segments(rng, k, 12, 48):
+                out[i, a:b, p] = int(rng.integers(len(spec.choices)))
+        for c in range(k):
+            if c > 0 and action[i, c] == action[i, c - 1]:
+                continue
+            for part, choice in _SETS.get(int(action[i, c]), ()):
+                out[i, c:, _PART[part]] = SCENE[_PART[part]].choices.index(choice)
+    return out
 
 
 def _envelope(rng: np.random.Generator, frames: int) -> np.ndarray:
@@ -123,7 +163,8 @@ def simulate(codes: ChunkCodes, identity: np.ndarray, state: WorldState | None =
     s = initial_state(identity) if state is None else state
     reference = reference_chunk(identity)
     frames = np.empty((n, k * FRAMES_PER_CHUNK, *reference.shape[2:]), np.uint8)
-    truth = {f: np.empty((n, k * FRAMES_PER_CHUNK), np.float32) for f in TRUTH_FIELDS}
+    truth = {f: np.empty((n, k * FRAMES_PER_CHUNK), np.float32) for f in TRUTH_FIELDS + SCENE_TRUTH_FIELDS}
+    truth["light"] = np.empty((n, k * FRAMES_PER_CHUNK, 3), np.float32)
     for c in range(k):
         for j in range(FRAMES_PER_CHUNK):
             step(
@@ -136,17 +177,22 @@ def simulate(codes: ChunkCodes, identity: np.ndarray, state: WorldState | None =
                 codes.emotion[:, c],
                 codes.speaking[:, c],
                 codes.audio[:, c, j],
+                None if codes.scene is None else codes.scene[:, c],
             )
             t = c * FRAMES_PER_CHUNK + j
             frames[:, t] = render(s)
             for f in TRUTH_FIELDS[:-1]:
                 truth[f][:, t] = getattr(s, f)
+            for f in SCENE_TRUTH_FIELDS:
+                truth[f][:, t] = getattr(s, f)
+            truth["light"][:, t] = s.light
             truth["surprise"][:, t] = s.emo[:, 3]  # a surprised face opens the mouth a little
     return Episode(frames, reference, codes, np.asarray(identity), truth)
 
 
-def random_episode(seed: int, n: int, k: int) -> Episode:
-    """n random worlds (random identities) over k chunks, reproducible from seed."""
+def random_episode(seed: int, n: int, k: int, scene: bool = False) -> Episode:
+    """n random worlds (random identities) over k chunks, reproducible from seed; ``scene``: with a scene
+    that changes and the actions toward it."""
     rng = np.random.default_rng(seed)
     identity = rng.integers(0, NUM_IDENTITIES, n)
-    return simulate(random_codes(rng, n, k), identity)
+    return simulate(random_codes(rng, n, k, scene), identity)

@@ -7,11 +7,14 @@ import numpy as np
 from ..manifest import FRAME_SIZE
 from . import palette as P
 from .raster import arc, bar, capsule, ellipse, paint
+from .scene import BALL_R
+from .scenery import ball_cover, draw_background, draw_ball, draw_glow, has_ball, has_glow, is_scenic
 from .state import WorldState
 
 FLOOR_Y = 108.0
 HEAD_R = 13.0
 SIT_DROP = 12.0
+CROUCH_DROP = 8.0
 
 _Y, _X = np.mgrid[0:FRAME_SIZE, 0:FRAME_SIZE].astype(np.float32) + 0.5
 _BACKGROUND = np.where((_Y >= FLOOR_Y)[..., None], P.FLOOR, P.SKY).astype(np.float32)
@@ -24,12 +27,31 @@ _CY, _CX = np.mgrid[CROP_TOP:FRAME_SIZE, 0:CROP_W].astype(np.float32) + 0.5
 
 def geometry(s: WorldState) -> dict[str, np.ndarray]:
     """Screen positions of the body parts (shared by the renderer and the probes' tests)."""
-    lift = s.jump_y - SIT_DROP * s.sit
+    lift = s.jump_y - SIT_DROP * s.sit - CROUCH_DROP * s.crouch
     torso_cy = FLOOR_Y - 34.0 - lift
     head_cx = s.x + s.shake + s.head_dx + 1.5 * s.facing
     head_cy = FLOOR_Y - 60.0 - lift + s.nod + s.head_dy
     shoulder_y = torso_cy - 8.0
     return {"torso_cy": torso_cy, "head_cx": head_cx, "head_cy": head_cy, "shoulder_y": shoulder_y}
+
+
+def paw_position(x, shoulder_y, side, raise_, wave):
+    """Centre of a paw: at rest beside the body, raised (``raise_`` 1) beside the head, moved by a wave."""
+    sx = x + side * 11.0
+    rest_x, rest_y = sx + side * 5.0, shoulder_y + 17.0
+    up_x, up_y = sx + side * 8.0 + 5.0 * wave, shoulder_y - 17.0
+    return rest_x + (up_x - rest_x) * raise_, rest_y + (up_y - rest_y) * raise_
+
+
+def ball_center(s: WorldState) -> tuple[np.ndarray, np.ndarray]:
+    """Where the ball is drawn: on (or above) the floor at its place, or, as much as it is held, in the paw
+    on the side faced."""
+    floor_x, floor_y = s.ball_x, FLOOR_Y - BALL_R - s.ball_y
+    side = np.where(s.facing < -0.3, -1.0, 1.0)
+    raise_ = np.where(side < 0, s.paw_l, s.paw_r)
+    px, py = paw_position(s.x, geometry(s)["shoulder_y"], side, raise_, s.wave)
+    px, py = px + 3.0 * side, py + 4.0  # peeking out below the paw
+    return floor_x + (px - floor_x) * s.held, floor_y + (py - floor_y) * s.held
 
 
 def render(s: WorldState) -> np.ndarray:
@@ -38,7 +60,9 @@ def render(s: WorldState) -> np.ndarray:
     ox = np.round(s.x).astype(np.int64) - CROP_W // 2  # crop origin per frame
     X = _CX[None] + ox[:, None, None].astype(np.float32)
     Y = _CY[None]
-    canvas = np.broadcast_to(_crop_background(ox), (n, FRAME_SIZE - CROP_TOP, CROP_W, 3)).copy()
+    scenic = is_scenic(s)
+    back = draw_background(s, _BACKGROUND) if scenic else None
+    canvas = _crop(back, ox) if back is not None else _crop_background(n)
     pal = P.PALETTES[s.identity]  # (N, 3, 3)
     body, belly, limb = pal[:, 0], pal[:, 1], pal[:, 2]
     g = {k: v[:, None, None] for k, v in geometry(s).items()}
@@ -50,7 +74,7 @@ def render(s: WorldState) -> np.ndarray:
     sh = ellipse(X, Y, x, FLOOR_Y + 1.5, 17.0 * shrink, 3.0)
     canvas -= sh[..., None] * (1.0 - P.SHADOW_DARKEN) * canvas * (Y >= FLOOR_Y)[..., None]
 
-    lift = jy - SIT_DROP * sit
+    lift = jy - SIT_DROP * sit - CROUCH_DROP * s.crouch[:, None, None]
     hip_y = FLOOR_Y - 22.0 - lift
     walk = np.sin(x * (2 * np.pi / 12.0)) * (np.abs(f) > 0.5)  # stride follows position
     for side in (-1.0, 1.0):
@@ -62,13 +86,14 @@ def render(s: WorldState) -> np.ndarray:
     paint(canvas, ellipse(X, Y, x, torso_cy, 12.5, 15.0), body)
     paint(canvas, ellipse(X, Y, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
 
+    if has_ball(s):  # a ball in the paw is behind it: the paw holds it
+        in_paw = (s.held == 1.0) & (s.ball_show > 0.5)
+        canvas[ball_cover(X, Y, *ball_center(s)) & in_paw[:, None, None]] = P.BALL
+
     shoulder_y = g["shoulder_y"]
     for side, raise_ in ((-1.0, c["paw_l"]), (1.0, c["paw_r"])):
         sx = x + side * 11.0
-        rest_x, rest_y = sx + side * 5.0, shoulder_y + 17.0
-        up_x, up_y = sx + side * 8.0 + 5.0 * c["wave"], shoulder_y - 17.0
-        px = rest_x + (up_x - rest_x) * raise_
-        py = rest_y + (up_y - rest_y) * raise_
+        px, py = paw_position(x, shoulder_y, side, raise_, c["wave"])
         paint(canvas, capsule(X, Y, sx, shoulder_y, px, py, 3.0), limb)
         paint(canvas, ellipse(X, Y, px, py, 4.5, 4.5), limb)
 
@@ -98,14 +123,35 @@ def render(s: WorldState) -> np.ndarray:
     open_ry = 5.0 * s.mouth[:, None, None] + 2.0 * emo[:, 3]
     paint(canvas, ellipse(X, Y, mx, my + 0.5, 3.8, np.maximum(open_ry, 1e-3)) * (open_ry > 0.3), P.MOUTH_OPEN)
 
-    frames = np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
+    frames = back if back is not None else np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
     _paste(frames, canvas, ox)
+    if scenic:
+        _light_and_ball(frames, s)
     return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
 
 
-def _crop_background(ox: np.ndarray) -> np.ndarray:
-    """Background under each crop: only the rows matter, the background is uniform along x."""
-    return _BACKGROUND[None, CROP_TOP:, :CROP_W]
+def _light_and_ball(frames: np.ndarray, s: WorldState) -> None:
+    """What lies in front of the character: a ball (in the paw, or on the floor before the feet), the light
+    on all of it, and the lamp's glow, which gives light rather than takes it."""
+    if has_ball(s):
+        draw_ball(frames, s, ball_center(s), s.held < 1.0)
+    frames *= s.light[:, None, None, :]
+    if has_glow(s):
+        draw_glow(frames, s)
+
+
+def _crop_background(n: int) -> np.ndarray:
+    """Today's background under each crop: only the rows matter, it is uniform along x."""
+    return np.broadcast_to(
+        _BACKGROUND[None, CROP_TOP:, :CROP_W], (n, FRAME_SIZE - CROP_TOP, CROP_W, 3)
+    ).copy()
+
+
+def _crop(back: np.ndarray, ox: np.ndarray) -> np.ndarray:
+    """Each world's own background under its crop (columns outside the frame are dropped when pasted)."""
+    cols = np.clip(ox[:, None] + np.arange(CROP_W), 0, FRAME_SIZE - 1)
+    rows = np.arange(CROP_TOP, FRAME_SIZE)
+    return back[np.arange(len(ox))[:, None, None], rows[None, :, None], cols[:, None, :]]
 
 
 def _paste(frames: np.ndarray, canvas: np.ndarray, ox: np.ndarray) -> None:

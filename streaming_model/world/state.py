@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..manifest import ACTION_INDEX, FPS
+from .scene import BALL_HOME, DOOR_STAND_X, scene_step
 
 X_MIN, X_MAX, X_HOME = 22.0, 106.0, 64.0
 WALK_SPEED = 1.5  # pixels per frame
@@ -46,10 +47,33 @@ class WorldState:
     eye_wide: np.ndarray
     mouth: np.ndarray  # 0 closed .. 1 fully open
     emo: np.ndarray  # emotion blend weights
+    # The scene (world/scene.py): light (N, 3) per channel, the rest (N,); all zero in today's world.
+    light: np.ndarray
+    tick: np.ndarray  # frames stepped: where the rain and snow have fallen to
+    lamp_show: np.ndarray
+    lamp_on: np.ndarray
+    rain: np.ndarray
+    snow: np.ndarray
+    door_show: np.ndarray
+    door_open: np.ndarray
+    ball_show: np.ndarray
+    ball_x: np.ndarray
+    ball_y: np.ndarray  # height above the floor
+    ball_vx: np.ndarray
+    ball_vy: np.ndarray
+    held: np.ndarray  # 0 on the floor .. 1 in the paw
+    reach: np.ndarray  # the door-side paw's raise while opening or closing the door
+    crouch: np.ndarray  # bending down to the ball
+    throwing: np.ndarray  # 1 while the throwing paw is up
 
     def copy(self) -> WorldState:
         """A deep copy (states are mutated in place by step)."""
         return replace(self, **{f.name: getattr(self, f.name).copy() for f in fields(self)})
+
+
+_NAMES = [f.name for f in fields(WorldState)]
+SCENE_FIELDS = frozenset(_NAMES[_NAMES.index("light") :])
+"""The state's scene fields (from ``light`` on): a snapshot from before the scene holds none of them."""
 
 
 def initial_state(identity: np.ndarray) -> WorldState:
@@ -58,11 +82,14 @@ def initial_state(identity: np.ndarray) -> WorldState:
     z = np.zeros(n, np.float32)
     emo = np.zeros((n, 5), np.float32)
     emo[:, 0] = 1.0
+    special = ("identity", "x", "emo", "light", "ball_x")
     return WorldState(
         identity=np.asarray(identity, np.int64),
         x=z + X_HOME,
-        **{f.name: z.copy() for f in fields(WorldState) if f.name not in ("identity", "x", "emo")},
+        **{f.name: z.copy() for f in fields(WorldState) if f.name not in special},
         emo=emo,
+        light=np.ones((n, 3), np.float32),
+        ball_x=z + BALL_HOME,
     )
 
 
@@ -80,16 +107,20 @@ def step(
     emotion: np.ndarray,
     speaking: np.ndarray,
     audio: np.ndarray,
+    scene: np.ndarray | None = None,
 ) -> None:
-    """Advance every world one frame in place. phase: frames since the current action started."""
+    """Advance every world one frame in place. phase: frames since the current action started. scene:
+    (N, len(SCENE)) choice indices (None: today's world, every part at its default)."""
     t = phase.astype(np.float32) / FPS
     is_ = {name: action == idx for name, idx in A.items()}
 
-    # Walking: position and facing.
+    # Walking: position and facing (the scene's actions walk to the door or the ball).
     dx = np.where(is_["walk_right"], WALK_SPEED, 0.0) - np.where(is_["walk_left"], WALK_SPEED, 0.0)
+    scene_step(s, action, phase, np.zeros((len(action), 5), np.int64) if scene is None else scene, dx)
     s.x[:] = np.clip(s.x + dx, X_MIN, X_MAX)
-    walking = is_["walk_left"] | is_["walk_right"]
-    walk_face = np.where(is_["walk_right"], 1.0, -1.0)
+    walking = is_["walk_left"] | is_["walk_right"] | (np.abs(dx) > 0.1)
+    walk_face = np.where(dx > 0, 1.0, -1.0)
+    at_door = (is_["go_to_door"] | is_["open_door"] | is_["close_door"]) & (np.abs(s.x - DOOR_STAND_X) < 1.0)
 
     # Turning picks its goal at the action's first frame: the side asked for, or (side 0) the side
     # opposite to the current facing.
@@ -100,6 +131,7 @@ def step(
     face_goal = np.where(walking, walk_face, s.facing)
     face_goal = np.where(is_["turn"], s.turn_target, face_goal)
     face_goal = np.where(is_["look_at"], 0.6 * target[:, 0], face_goal)
+    face_goal = np.where(at_door & ~walking, 1.0, face_goal)
     face_rate = np.where(walking, 0.25, np.where(is_["turn"], 0.15, 0.12))
     s.facing[:] = _approach(s.facing, face_goal, face_rate)
 
@@ -113,6 +145,12 @@ def step(
     right_goal = np.where(is_["wave"] & (side > 0), 1.0, 0.0) + np.where(
         is_["startle"], 0.9 * startle_env, 0.0
     )
+    # The scene's actions: the door-side (right) paw reaches for the door; a held ball is carried in the
+    # paw on the side faced, a little raised, and raised high to throw it.
+    right_goal = np.maximum(right_goal, s.reach)
+    carry = np.where(s.throwing > 0, 1.0, 0.3 * s.held)
+    left_goal = np.where(s.facing < -0.3, np.maximum(left_goal, carry), left_goal)
+    right_goal = np.where(s.facing < -0.3, right_goal, np.maximum(right_goal, carry))
     s.paw_l[:] = _approach(s.paw_l, left_goal, 0.25)
     s.paw_r[:] = _approach(s.paw_r, right_goal, 0.25)
     s.wave[:] = _approach(s.wave, np.where(is_["wave"], np.sin(2 * np.pi * WAVE_HZ * t), 0.0), 0.6)

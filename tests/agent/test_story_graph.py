@@ -13,6 +13,8 @@ from agent.story.graph import StoryGraph, compile_story
 from streaming_model.manifest import build_manifest
 
 MANIFEST = build_manifest()
+SCENE_STORIES = {"stormy_night"}
+"""Example stories that change the scene (they need a model that draws one)."""
 GATE: dict[str, Any] = tomllib.loads((STORIES_DIR / "garden_gate.toml").read_text())
 
 
@@ -30,9 +32,24 @@ def gate(**changes: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in STORIES_DIR.glob("*.toml")))
 def test_the_example_stories_load(name: str) -> None:
-    graph = compile_story(load_story(name), MANIFEST)
+    # A story that changes the scene needs a model that draws one (the world backend's vocabulary).
+    graph = compile_story(load_story(name), build_manifest(scene=name in SCENE_STORIES))
     assert graph.spec.start in graph.beats
     assert any(b.spec.ending for b in graph.beats.values())
+
+
+def test_a_story_that_changes_the_scene_is_refused_for_a_model_that_draws_none() -> None:
+    with pytest.raises(StoryError) as refused:
+        compile_story(load_story("stormy_night"), MANIFEST)
+    assert "beats.dusk.plan.behaviors[0].changes: this model draws no scene" in str(refused.value)
+    assert "beats.storm.choices[0].scene: this model draws no scene" in str(refused.value)
+
+
+def test_a_choice_names_scene_parts_and_choices_the_model_draws() -> None:
+    data = tomllib.loads((STORIES_DIR / "stormy_night.toml").read_text())
+    data["beats"]["storm"]["choices"][0]["scene"] = {"door": "ajar"}
+    with pytest.raises(StoryError, match=r"beats.storm.choices\[0\].scene.door: door must be one of"):
+        compile_story(story_from_builtins(data), build_manifest(scene=True))
 
 
 def test_the_short_story_has_about_five_beats_and_the_richer_one_more() -> None:

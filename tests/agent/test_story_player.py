@@ -18,6 +18,7 @@ from agent.story.store import CheckpointStore
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Gesture
+from streaming_model.manifest import build_manifest
 
 
 def tick(realizer: Realizer, count: int) -> list[ChunkOutput]:
@@ -224,3 +225,32 @@ async def test_a_scripted_plan_answers_events_only_while_its_beat_is_current() -
     await asyncio.sleep(0.05)
     assert script_blocks() == 0
     await player.close()
+
+
+async def test_a_story_sets_the_scene_on_entering_a_beat_and_by_a_choice_and_a_rewind_takes_it_back() -> None:
+    world = build_manifest(scene=True)
+    realizer = Realizer(session="s1", manifest=world)
+    player = await StoryPlayer.begin(load_story("stormy_night"), realizer, session="s1", manifest=world)
+    assert dict(tick(realizer, 2)[-1].condition.scene) == {
+        "light": "dusk",
+        "lamp": "off",
+        "door": "closed",
+        "prop": "ball",
+    }
+    await player.choose("wait")
+    stormy = dict(tick(realizer, 2)[-1].condition.scene)
+    assert (stormy["light"], stormy["weather"], stormy["lamp"], stormy["door"]) == (
+        "night",
+        "rain",
+        "on",
+        "closed",
+    )
+    await player.choose("open")  # the choice opens the door as the last beat is entered
+    assert dict(tick(realizer, 2)[-1].condition.scene)["door"] == "open"
+    await player.rewind("c1")
+    assert dict(tick(realizer, 2)[-1].condition.scene) == {
+        "light": "dusk",
+        "lamp": "off",
+        "door": "closed",
+        "prop": "ball",
+    }

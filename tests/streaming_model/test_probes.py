@@ -1,5 +1,5 @@
-"""The probes read rendered ground truth correctly, also JPEG-coded: they are the eyes of every quality
-test."""
+"""The probes read rendered ground truth correctly, also JPEG-coded, in today's world and under any scene:
+they are the eyes of every quality test."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from streaming_model.probes import _slice, action_shown, identify, measure, moti
 from streaming_model.world.episodes import Episode, random_episode
 
 
-@pytest.fixture(scope="module")
-def episode() -> Episode:
-    return random_episode(11, 12, 48)
+@pytest.fixture(scope="module", params=[False, True], ids=["today", "scene"])
+def episode(request: pytest.FixtureRequest) -> Episode:
+    """Random worlds, in today's world and in a changing scene (light, weather, door, ball)."""
+    return random_episode(11, 12, 48, scene=request.param)
 
 
 @pytest.fixture(scope="module")

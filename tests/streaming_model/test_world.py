@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming_model.condition import ChunkCondition, encode, next_phase
+from streaming_model.condition import ChunkCondition, encode, phases
 from streaming_model.manifest import ACTION_NAMES
 from streaming_model.world.episodes import random_codes, random_episode, reference_chunk, simulate
 from streaming_model.world.palette import NUM_IDENTITIES, SKY
@@ -57,12 +57,7 @@ def test_identities_differ() -> None:
 def _facing_after_turn(before: str, side: str) -> float:
     """The world's facing at the end of a 4-chunk turn that follows 3 chunks of `before`."""
     conds = [ChunkCondition(before)] * 3 + [ChunkCondition("turn", side=side)] * 4
-    phases, prev, p = [], None, 0
-    for c in conds:
-        p = next_phase(prev, p, c.action)
-        phases.append(p)
-        prev = c.action
-    return float(simulate(encode(conds, phases), np.array([0])).truth["facing"][0, -1])
+    return float(simulate(encode(conds, phases(conds)), np.array([0])).truth["facing"][0, -1])
 
 
 def test_a_turn_faces_the_side_it_names_or_turns_around() -> None:
