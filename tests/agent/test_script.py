@@ -25,10 +25,14 @@ from events.stamp import Stamper
 from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SpeechStarted, SpeechStopped, TextInput
 from streaming_model.condition import ChunkCondition
 from streaming_model.manifest import build_manifest
-from streaming_model.probes import Measures
+from streaming_model.probes import Measures, measure
+from streaming_model.render import world_frames
+from streaming_model.scene_probes import measure_scene, weather_shown
 from tests.agent.frames import generated
 
 MANIFEST = build_manifest()
+SCENE_PLANS = {"doorstep"}
+"""Example plans that change the scene (they need a model that draws one)."""
 CHUNK_S = MANIFEST.chunk_s
 
 
@@ -53,7 +57,8 @@ async def play(
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in PLANS_DIR.glob("*.toml")))
 def test_every_example_plan_loads_and_validates(name: str) -> None:
-    script = load_script(name, MANIFEST)
+    # A plan that changes the scene needs a model that draws one (the world backend's vocabulary).
+    script = load_script(name, build_manifest(scene=True) if name in SCENE_PLANS else MANIFEST)
     assert script.name == name
     assert script.timeline or script.trigger
 
@@ -273,3 +278,26 @@ def test_a_detached_script_stops_following_the_clock() -> None:
     for k in range(1, chunk_of(3.0)):
         realizer.tick(k)
     assert [f.chunk for f in runner.fired] == [0]
+
+
+async def test_a_knock_turns_the_character_to_the_door_and_silence_has_it_opened() -> None:
+    world = build_manifest(scene=True)
+    bus = EventBus()
+    realizer = Realizer(bus, manifest=world)
+    runner = ScriptRunner(load_script("doorstep", world), realizer)
+    runner.attach()
+    task = runner.listen(bus)
+    knock = Stamper("s1")(SoundClass, audio_ms=5_000.0, label="Knock", score=0.8)
+    outs = await play(realizer, bus, chunk_of(24.0), {chunk_of(5.0): [knock]})
+    bus.close()
+    await task
+    fired = {f.name: f.chunk for f in runner.fired}
+    assert fired["look at the door"] == chunk_of(5.0)
+    assert fired["open the door"] == chunk_of(10.0)  # ten seconds without the user (a knock is no word)
+    # The procedural world draws them: the head turns to the door, then the door opens and stays open.
+    frames = world_frames([o.condition for o in outs], identity=0)
+    looked = measure(frames[4 * chunk_of(6.0) : 4 * chunk_of(7.0)], 0)
+    assert np.nanmean(looked.facing) > 0.3
+    scene = measure_scene(frames)
+    assert (weather_shown(scene)[4 * chunk_of(3.0) :] == 1).all()  # the rain set in and stays
+    assert scene.door_shown[-1] and scene.door_open[4 * chunk_of(9.0)] < 0.1 and scene.door_open[-1] > 0.9
