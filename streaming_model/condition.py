@@ -41,6 +41,8 @@ SIDE_SIGN = {"other": 0.0, "left": -1.0, "right": 1.0}  # a side as the sign of 
 # the model sees little of them, and a larger input makes its weights for them learn faster.
 PARAM_GAIN = 4.0
 CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
+SCENE_DIM = sum(len(spec.choices) - 1 for spec in SCENE)
+"""Continuous inputs a model trained on the scene reads besides ``CONT_DIM`` (``scene_features``)."""
 
 
 _OWN = build_manifest()
@@ -199,8 +201,9 @@ def encode(
     )
 
 
-def continuous_features(codes: ChunkCodes) -> np.ndarray:
-    """The model's continuous condition vector per chunk, (N, K, CONT_DIM) float32.
+def continuous_features(codes: ChunkCodes, scene: bool = False) -> np.ndarray:
+    """The model's continuous condition vector per chunk, (N, K, CONT_DIM) float32; with ``scene`` (a model
+    trained on the scene), (N, K, CONT_DIM + SCENE_DIM), the scene's features last (``scene_features``).
 
     Phase enters as seconds (clipped) and as sin/cos at the world's cycle frequencies, per frame, so
     that where a wave or nod is in its cycle is a smooth function of the input. The target and the side are
@@ -221,7 +224,18 @@ def continuous_features(codes: ChunkCodes) -> np.ndarray:
         feats.append(np.cos(2 * np.pi * hz * t))
     out = np.concatenate(feats, axis=-1).astype(np.float32)
     assert out.shape[-1] == CONT_DIM
-    return out
+    return np.concatenate([out, scene_features(codes)], axis=-1) if scene else out
+
+
+def scene_features(codes: ChunkCodes) -> np.ndarray:
+    """(N, K, SCENE_DIM) float32: for each scene part, a one-hot of its choice leaving out the default, so
+    that today's world (every part at its default) is all zeros: a model given the scene as extra inputs,
+    whose weights for them start at zero, starts exactly as the model without them."""
+    picks = codes.scene_codes()
+    out = [
+        np.eye(len(spec.choices), dtype=np.float32)[picks[..., p]][..., 1:] for p, spec in enumerate(SCENE)
+    ]
+    return np.concatenate(out, axis=-1)
 
 
 def next_phase(prev_action: str | None, prev_phase0: int, action: str) -> int:

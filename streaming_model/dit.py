@@ -21,8 +21,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .condition import CONT_DIM
-from .manifest import ACTION_NAMES, EMOTIONS
+from .condition import CONT_DIM, SCENE_DIM
+from .manifest import ACTION_INDEX, ACTION_NAMES, EMOTIONS
 from .rope import Rope, cos_sin, rotate
 
 AttendFn = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -45,6 +45,9 @@ class DiTConfig(msgspec.Struct, frozen=True):
     n_actions: int = len(ACTION_NAMES)
     n_emotions: int = len(EMOTIONS)
     cont_dim: int = CONT_DIM
+    scene_dim: int = 0
+    """The last ``scene_dim`` continuous inputs are the scene's (``condition.scene_features``); 0: a model
+    that draws no scene (the shipped weights)."""
 
     @property
     def tokens(self) -> int:
@@ -268,3 +271,28 @@ def masked_attend(mask: torch.Tensor) -> AttendFn:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     return attend
+
+
+def with_scene(dit: DiT) -> DiT:
+    """``dit`` grown to read the scene and its actions, computing exactly what it did for today's world.
+
+    The actions toward the scene take new embedding rows (copies of ``idle``'s: they start as standing
+    still), between the trained actions and the reference marker, which moves to the end; the scene's
+    inputs take new columns of the condition MLP's first layer, at zero. Where to start training a model
+    that draws the scene from the shipped weights (``train.dit_train --scene``).
+    """
+    old = dit.cfg
+    if old.scene_dim:
+        raise ValueError("this transformer reads the scene already")
+    cfg = msgspec.structs.replace(
+        old, n_actions=len(ACTION_INDEX), cont_dim=old.cont_dim + SCENE_DIM, scene_dim=SCENE_DIM
+    )
+    grown = DiT(cfg)
+    state = dict(dit.state_dict())
+    emb = state["action_emb.weight"]  # (n_actions + 1, w): the last row marks the reference chunk
+    new_rows = emb[ACTION_INDEX["idle"]].expand(cfg.n_actions - old.n_actions, -1)
+    state["action_emb.weight"] = torch.cat([emb[: old.n_actions], new_rows, emb[old.n_actions :]])
+    first = state["cont_mlp.0.weight"]  # (w, cont_dim)
+    state["cont_mlp.0.weight"] = torch.cat([first, first.new_zeros(first.shape[0], SCENE_DIM)], dim=1)
+    grown.load_state_dict(state)
+    return grown

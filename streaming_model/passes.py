@@ -229,8 +229,8 @@ def generate_many(
     unless its pass had ended). ``ConditionError`` for a malformed condition (then nothing is generated
     or committed)."""
     _check_batch(sessions, conds, cancels)
-    for cond in conds:
-        cond.validate()
+    for session, cond in zip(sessions, conds, strict=True):
+        cond.validate(session.vocabulary)
     if not fuses(sessions):
         write_held([s for s in sessions if s.held is not None])
     first = sessions[0]

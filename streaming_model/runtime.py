@@ -32,6 +32,7 @@ from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .linears import Linears, check_linears, with_linears
 from .loading import CODEC_PATH, DIT_PATH, load_codec, load_dit
+from .manifest import build_manifest
 from .passes import (
     CommitPass,
     PendingChunk,
@@ -117,6 +118,8 @@ class Generator:
         # thread, with bit-identical pixels.
         self.codec = codec.eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
         self._dits: dict[Linears, DiT] = {}
+        self.vocabulary = build_manifest(scene=dit.cfg.scene_dim > 0)
+        """What a condition may name: the scene and the actions toward it only if the weights read them."""
 
     def dit_for(self, linears: Linears) -> DiT:
         """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``)
@@ -197,6 +200,7 @@ class Session:
         """A committed chunk the cache has not taken yet (``commit_pass="fused"``): the next generation's
         pass writes it (``generate_many``), and anything that reads the committed state settles it first."""
         self.dit, self.codec = (gen.dit_for("float") if dit is None else dit), gen.codec
+        self.vocabulary = gen.vocabulary
         cfg = self.dit.cfg
         self.seed, self.levels, self.cache_noise = seed, levels(steps), cache_noise
         self.cache = KVCache(
@@ -241,8 +245,8 @@ class Session:
 
     def condition_vector(self, cond: ChunkCondition, phase0: int, t: float) -> torch.Tensor:
         """The transformer's condition (1, 1, w) for a chunk under ``cond`` at phase ``phase0`` and noise level ``t``."""
-        codes = encode([cond], [phase0])
-        cont = torch.from_numpy(continuous_features(codes))
+        codes = encode([cond], [phase0], self.vocabulary)
+        cont = torch.from_numpy(continuous_features(codes, scene=self.dit.cfg.scene_dim > 0))
         return self.dit.embed_cond(
             torch.from_numpy(codes.action), torch.from_numpy(codes.emotion), cont, torch.full((1, 1), t)
         )

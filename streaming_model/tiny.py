@@ -32,7 +32,7 @@ from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
-from .manifest import FRAMES_PER_CHUNK, build_manifest
+from .manifest import FRAMES_PER_CHUNK
 from .passes import CommitPass, PendingChunk
 from .runtime import Generator, Session, SessionSnapshot
 from .sampler import STEPS
@@ -136,7 +136,7 @@ class TinyBackend:
         )
         self._manifest = BackendManifest(
             name="tiny",
-            vocabulary=build_manifest(),
+            vocabulary=generator.vocabulary,
             first_chunk_frames=FRAMES_PER_CHUNK,
             audio_rate=0,
             capabilities=capabilities,

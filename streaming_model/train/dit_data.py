@@ -24,6 +24,8 @@ from ..world.palette import NUM_IDENTITIES
 from ..world.render import _BACKGROUND
 
 DATA_DIR = Path("checkpoints/dit_data")
+SCENE_DATA_DIR = Path("checkpoints/dit_data_scene")
+"""Shards of worlds with a changing scene and the actions toward it (``--scene``), each with its ``scene``."""
 FIELDS = ("action", "emotion", "target", "gaze", "side", "speaking", "audio", "phase0")
 
 
@@ -63,11 +65,15 @@ def reference_latents(codec: Codec) -> np.ndarray:
     return encode_chunks(codec, reference_chunk(np.arange(NUM_IDENTITIES)))
 
 
-def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path) -> None:
-    """Render and encode one shard (in groups of 10 worlds to bound memory)."""
-    lat, masks, faces, codes, ids = [], [], [], [], []
+def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path, scene: bool = False) -> None:
+    """Render and encode one shard (in groups of 10 worlds to bound memory); ``scene``: worlds with a
+    changing scene, whose choices the shard keeps as ``scene``. (Token masks compare with today's
+    background, so in a scene every token the scene changes counts as the character's.)"""
+    lat, masks, faces, codes, ids, scenes = [], [], [], [], [], []
     for g in range(0, episodes, 10):
-        ep = random_episode(seed * 1000 + g, min(10, episodes - g), chunks)
+        ep = random_episode(seed * 1000 + g, min(10, episodes - g), chunks, scene=scene)
+        if ep.codes.scene is not None:
+            scenes.append(ep.codes.scene)
         n = ep.frames.shape[0]
         ch = ep.frames.reshape(n * chunks, 4, *ep.frames.shape[2:])
         lat.append(encode_chunks(codec, ch).reshape(n, chunks, *codec_latent_shape(codec)))
@@ -77,6 +83,8 @@ def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path)
         ids.append(ep.identity)
     # Any: a dict of arrays spread into savez could, to mypy, also fill its allow_pickle flag.
     arrays: dict[str, Any] = {f: np.concatenate([c[f] for c in codes]) for f in FIELDS}
+    if scenes:
+        arrays["scene"] = np.concatenate(scenes)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
         tmp,
@@ -102,16 +110,20 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--chunks", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--scene", action="store_true", help=f"worlds with a changing scene, into {SCENE_DATA_DIR}"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    data_dir = SCENE_DATA_DIR if args.scene else DATA_DIR
+    data_dir.mkdir(parents=True, exist_ok=True)
     codec = load_codec()
     for i in range(args.shards):
-        path = DATA_DIR / f"shard_{i:04d}.npz"
+        path = data_dir / f"shard_{i:04d}.npz"
         if path.exists():
             continue
         t0 = time.time()
-        build_shard(codec, 7_000 + i, args.episodes, args.chunks, path)
+        build_shard(codec, (9_000 if args.scene else 7_000) + i, args.episodes, args.chunks, path, args.scene)
         print(f"{path}: {args.episodes * args.chunks} chunks in {time.time() - t0:.1f} s", flush=True)
 
 

@@ -27,14 +27,17 @@ import numpy as np
 import torch
 
 from ..condition import ChunkCodes, continuous_features
-from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend
+from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend, with_scene
 from ..loading import DIT_PATH, load_dit
 from ..manifest import ACTION_INDEX
 from ..weights import WEIGHTS_DIR, save_weights
 from .common import Progress, load_checkpoint, save_checkpoint
-from .dit_data import DATA_DIR, FIELDS
+from .dit_data import DATA_DIR, FIELDS, SCENE_DATA_DIR
 
 CKPT_DIR = Path("checkpoints/dit")
+SCENE_CKPT_DIR = Path("checkpoints/dit_scene")
+"""``--scene``: checkpoints and the exported weights of the transformer learning the scene (promoted to
+streaming_model/weights/ by hand once ``onstage eval`` finds it within the noise floor)."""
 SEQ = 8  # chunks per training sequence
 CHAR_WEIGHT = 4.0  # extra loss weight on tokens the character touches
 FACE_WEIGHT = 8.0  # and more on eyes and mouth: a few pixels that carry gaze, emotion and lip sync
@@ -45,10 +48,10 @@ ONSET_FRAMES = 12
 class Shards:
     """All latent shards in memory; shard 0 is the validation set."""
 
-    def __init__(self) -> None:
-        files = sorted(DATA_DIR.glob("shard_*.npz"))
+    def __init__(self, data_dir: Path = DATA_DIR) -> None:
+        files = sorted(data_dir.glob("shard_*.npz"))
         if len(files) < 2:
-            raise SystemExit(f"need at least 2 shards in {DATA_DIR}; run streaming_model.train.dit_data")
+            raise SystemExit(f"need at least 2 shards in {data_dir}; run streaming_model.train.dit_data")
         self.files = files
 
         def load(fs: list[Path]) -> dict[str, np.ndarray]:
@@ -121,8 +124,9 @@ class Batcher:
         x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
         tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
         tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
-        codes = ChunkCodes(*(self.d[f][idx] for f in FIELDS))
-        cont = torch.from_numpy(continuous_features(codes))
+        scene = self.d["scene"][idx] if "scene" in self.d else None
+        codes = ChunkCodes(**{f: self.d[f][idx] for f in FIELDS}, scene=scene)
+        cont = torch.from_numpy(continuous_features(codes, scene=self.cfg.scene_dim > 0))
         action = torch.from_numpy(codes.action)
         emotion = torch.from_numpy(codes.emotion)
         ref = torch.from_numpy(self.ref[self.d["identity"][ep]])[:, None]
@@ -201,8 +205,10 @@ def loss_on(
     return (err_tok * w).sum() / w.sum().clamp_min(1.0)
 
 
-def export(ema: DiT, step: int, minutes: float, val_log: list) -> None:
-    """Write the EMA weights (fp16) as the shipped transformer."""
+def export(
+    ema: DiT, step: int, minutes: float, val_log: list, path: Path = WEIGHTS_DIR / "dit.safetensors"
+) -> None:
+    """Write the EMA weights (fp16) as the shipped transformer (or to ``path``)."""
     tensors = {k: v.half() for k, v in ema.state_dict().items()}
     info = {
         "steps": step,
@@ -210,7 +216,7 @@ def export(ema: DiT, step: int, minutes: float, val_log: list) -> None:
         "val_log": val_log[-30:],
         "hardware": "2 CPU cores (AMD EPYC), bf16 autocast, shared with other work",
     }
-    save_weights(WEIGHTS_DIR / "dit.safetensors", "dit", ema.cfg, tensors, info)
+    save_weights(path, "dit", ema.cfg, tensors, info)
 
 
 def main() -> None:
@@ -233,15 +239,23 @@ def main() -> None:
         "--focus", nargs="*", default=["turn"], help="actions whose onsets are sampled more often"
     )
     ap.add_argument("--focus-prob", type=float, default=0.25, help="share of sequences placed on them")
+    ap.add_argument(
+        "--scene",
+        action="store_true",
+        help=f"learn the scene: from the shipped weights grown to read it (dit.with_scene), on {SCENE_DATA_DIR}, "
+        f"checkpoints and weights in {SCENE_CKPT_DIR}",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    CKPT_DIR.mkdir(parents=True, exist_ok=True)
-    cfg = DiTConfig()
+    ckpt_dir = SCENE_CKPT_DIR if args.scene else CKPT_DIR
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    exported = ckpt_dir / "dit.safetensors" if args.scene else WEIGHTS_DIR / "dit.safetensors"
+    cfg = with_scene(DiT(DiTConfig())).cfg if args.scene else DiTConfig()
     model = DiT(cfg)
     ema = copy.deepcopy(model).requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.01)
     step, elapsed, val_log = 0, 0.0, []
-    ck = load_checkpoint(CKPT_DIR / "ckpt.pt")
+    ck = load_checkpoint(ckpt_dir / "ckpt.pt")
     if ck is not None:
         model.load_state_dict(ck["model"])
         ema.load_state_dict(ck["ema"])
@@ -252,15 +266,16 @@ def main() -> None:
         # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights rather
         # than from scratch; only the optimizer's moments start afresh.
         shipped, info = load_dit(DIT_PATH)
-        model.load_state_dict(shipped.state_dict())
-        ema.load_state_dict(shipped.state_dict())
+        start = with_scene(shipped) if args.scene else shipped
+        model.load_state_dict(start.state_dict())
+        ema.load_state_dict(start.state_dict())
         step, elapsed, val_log = (
             info.get("steps", 0),
             60.0 * info.get("train_minutes", 0.0),
             info.get("val_log", []),
         )
         print(f"continuing from the shipped weights: step {step}, {elapsed / 60:.1f} min trained", flush=True)
-    shards = Shards()
+    shards = Shards(SCENE_DATA_DIR if args.scene else DATA_DIR)
     print(
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",
         flush=True,
@@ -269,14 +284,14 @@ def main() -> None:
     val_b = Batcher(cfg, shards.val, shards.reference)
     val_batches = [val_b.batch(torch.Generator().manual_seed(i), 4) for i in range(3)]
     gen = torch.Generator().manual_seed(1 + step)
-    prog = Progress(CKPT_DIR / "log.jsonl", step + int(args.minutes * 60 / 1.5), step, elapsed)
+    prog = Progress(ckpt_dir / "log.jsonl", step + int(args.minutes * 60 / 1.5), step, elapsed)
     t_end = time.time() + args.minutes * 60
     last_ck = time.time()
     loss_acc, n_acc = 0.0, 0
 
     def checkpoint() -> None:
         save_checkpoint(
-            CKPT_DIR / "ckpt.pt",
+            ckpt_dir / "ckpt.pt",
             {
                 "model": model.state_dict(),
                 "ema": ema.state_dict(),
@@ -286,7 +301,7 @@ def main() -> None:
                 "val_log": val_log,
             },
         )
-        export(ema, step, prog.elapsed() / 60, val_log)
+        export(ema, step, prog.elapsed() / 60, val_log, exported)
 
     while time.time() < t_end:
         lr = args.lr * min(1.0, (step + 1) / 300)

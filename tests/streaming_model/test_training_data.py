@@ -1,12 +1,19 @@
-"""Training inputs: token masks find the character and its face; noise levels favour the sampler's."""
+"""Training inputs: token masks find the character and its face; noise levels favour the sampler's; scene
+shards feed a transformer grown to read the scene."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from streaming_model.train.dit_data import face_mask, token_mask
-from streaming_model.train.dit_train import sample_levels
+from streaming_model.condition import SCENE_DIM
+from streaming_model.dit import with_scene
+from streaming_model.loading import load_codec, load_dit
+from streaming_model.manifest import SCENE
+from streaming_model.train.dit_data import build_shard, face_mask, token_mask
+from streaming_model.train.dit_train import SEQ, Batcher, Shards, loss_on, sample_levels
 from streaming_model.world.episodes import reference_chunk
 
 
@@ -26,3 +33,19 @@ def test_noise_levels_concentrate_on_the_two_step_samplers_levels() -> None:
     assert 0.2 < (t == 0.5).float().mean() < 0.3
     assert (t > 0.5).float().mean() > 0.5  # weighted toward high noise
     assert t.min() >= 0.02 and t.max() <= 1.0
+
+
+def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tmp_path: Path) -> None:
+    codec = load_codec()
+    for i in range(2):
+        build_shard(codec, 9_000 + i, 2, SEQ + 2, tmp_path / f"shard_{i:04d}.npz", scene=True)
+    shards = Shards(tmp_path)
+    assert shards.train["scene"].shape == (2, SEQ + 2, len(SCENE))  # a choice per scene part
+    model = with_scene(load_dit()[0])
+    batcher = Batcher(model.cfg, shards.train, shards.reference)
+    batch = batcher.batch(torch.Generator().manual_seed(0), 2)
+    loss = loss_on(model, batch, batcher.mask)
+    loss.backward()
+    # The scene's inputs start at zero weight and get a gradient: training can learn them.
+    grad = model.cont_mlp[0].weight.grad
+    assert grad is not None and torch.isfinite(loss) and grad[:, -SCENE_DIM:].abs().sum() > 0

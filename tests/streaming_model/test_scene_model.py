@@ -1,0 +1,45 @@
+"""The transformer grown to read the scene starts exactly where the shipped one is: same frames for today's
+world, the scene and its actions accepted, where the shipped model refuses them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streaming_model.condition import ChunkCondition, ConditionError
+from streaming_model.dit import with_scene
+from streaming_model.loading import load_codec, load_dit
+from streaming_model.manifest import SCENE_ACTIONS
+from streaming_model.runtime import Generator
+
+
+@pytest.fixture(scope="module")
+def generators() -> tuple[Generator, Generator]:
+    dit, _ = load_dit()
+    codec = load_codec()
+    return Generator(dit, codec), Generator(with_scene(dit), load_codec())
+
+
+def test_the_grown_transformer_draws_todays_world_exactly_as_the_shipped_one(generators: tuple) -> None:
+    shipped, grown = generators
+    conds = [ChunkCondition("wave"), ChunkCondition("walk_right"), ChunkCondition("nod", emotion="happy")] * 2
+    a, b = shipped.open_session(identity=2, seed=7), grown.open_session(identity=2, seed=7)
+    for c in conds:
+        assert np.array_equal(a.step(c), b.step(c))
+
+
+def test_only_the_grown_transformer_takes_the_scene_and_its_actions(generators: tuple) -> None:
+    shipped, grown = generators
+    assert shipped.vocabulary.scene == () and shipped.dit.cfg.scene_dim == 0
+    assert [s.name for s in grown.vocabulary.scene] == ["light", "lamp", "weather", "door", "prop"]
+    night = ChunkCondition("pick_up", scene=(("light", "night"), ("prop", "ball")))
+    with pytest.raises(ConditionError):
+        shipped.open_session(identity=0).step(night)
+    frames = grown.open_session(identity=0).step(night)
+    assert frames.shape == (4, 128, 128, 3)
+    assert {a.name for a in SCENE_ACTIONS} <= {a.name for a in grown.vocabulary.actions}
+
+
+def test_a_transformer_that_reads_the_scene_is_not_grown_again(generators: tuple) -> None:
+    with pytest.raises(ValueError, match="reads the scene already"):
+        with_scene(generators[1].dit)
