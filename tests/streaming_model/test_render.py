@@ -11,6 +11,7 @@ from PIL import GifImagePlugin, Image, WebPImagePlugin
 import streaming_model.render as r
 from streaming_model.condition import ConditionError
 from streaming_model.render import Beat, conditions, render
+from streaming_model.scene_probes import expected_light, measure_scene, weather_shown
 
 
 def test_render_writes_an_animated_gif_with_one_frame_per_video_frame(tmp_path: Path) -> None:
@@ -38,3 +39,19 @@ def test_render_side_by_side_webp(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_a_script_with_an_unknown_action_is_rejected() -> None:
     with pytest.raises(ConditionError, match="unknown action"):
         conditions([Beat("fly")])
+
+
+def test_the_scene_tour_shows_its_changes_and_the_shipped_model_refuses_it(tmp_path: Path) -> None:
+    out = render(r.SCENE_DEMO, tmp_path / "tour.gif", source="world", scale=1)
+    with Image.open(out) as im:
+        frames = []
+        for i in range(im.n_frames):
+            im.seek(i)
+            frames.append(np.asarray(im.convert("RGB")))
+    seen = measure_scene(np.stack(frames))
+    assert seen.ball_shown[30] and seen.door_shown[30] and not seen.door_shown[0]  # the door rises in
+    assert (np.abs(seen.light - expected_light("night", "on")) < 0.08).all(-1).any()  # a night under the lamp
+    assert (weather_shown(seen) == 1).any() and (weather_shown(seen) == 2).any()  # rain, then snow
+    assert (seen.door_open > 0.9).any()  # the door opened
+    with pytest.raises(ConditionError, match="this model draws no scene"):
+        render(r.SCENE_DEMO, tmp_path / "model.gif", source="model")
