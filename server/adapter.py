@@ -29,7 +29,7 @@ from server.client_camera import handle as handle_camera
 from server.client_voice import CLIENT_VOICE_MESSAGES, voice_of
 from server.client_voice import handle as handle_voice
 from server.core.conductor import Conductor, Refused
-from server.core.outputs import AudioOut, Figures, Output, StoryMoved, Unshown, VideoOut
+from server.core.outputs import AudioOut, Figures, Output, SceneChanged, StoryMoved, Unshown, VideoOut
 from streaming_model.worker import WorkerMoved
 
 
@@ -136,6 +136,8 @@ def to_message(item: Output) -> p.ServerMessage:
                 ending=view.ending,
                 approximate=approximate,
             )
+        case SceneChanged():
+            return p.SceneChanged(chunk=item.chunk, pts_ms=item.pts_ms, scene=dict(item.scene))
         case WorkerMoved():
             return p.GeneratorMoved(gen_chunk=item.gen_chunk, frozen_ms=item.frozen_ms, exact=item.exact)
         case Unshown():

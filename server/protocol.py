@@ -281,6 +281,9 @@ class Capabilities(msgspec.Struct, kw_only=True):
     emotions: list[str]
     gestures: list[str]
     sounds: list[str]
+    scene: dict[str, list[str]] = {}
+    """(Extension) The scene the model draws: part -> its choices, the first the default; empty when it
+    draws none."""
 
 
 class SessionStarted(ServerMessage, kw_only=True, tag="session.started"):
@@ -418,6 +421,16 @@ class VoiceEnded(ServerMessage, kw_only=True, tag="voice.ended"):
     interrupted: bool
 
 
+class SceneChanged(ServerMessage, kw_only=True, tag="scene.changed"):
+    """(Extension) From media chunk ``chunk`` on (its first frame at ``pts_ms``) the picture shows
+    ``scene``: every part the chunk's condition names, part -> choice; the parts not named are at their
+    defaults (the first of their choices in ``capabilities.scene``)."""
+
+    chunk: int
+    pts_ms: float
+    scene: dict[str, str]
+
+
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -484,4 +497,5 @@ AnyServerMessage = Union[  # noqa: UP007 (kept as a named union for clients that
     Pong,
     VoiceStarted,
     VoiceEnded,
+    SceneChanged,
 ]

@@ -134,6 +134,7 @@ class SessionFactory:
                 emotions=list(self.manifest.emotions),
                 gestures=sorted(KNOWN_GESTURES),
                 sounds=sorted(DEFAULT_THRESHOLDS),
+                scene={spec.name: list(spec.choices) for spec in self.manifest.scene},
             ),
         )
 

@@ -264,6 +264,8 @@ class Conductor:
         """Point outputs at a new connection (resume), or at nothing while the client is away: then the
         session pauses after the chunk in flight, and on its return the media clock goes on from there."""
         self._sink = sink
+        if sink is not None:
+            self.media.retell()  # a new connection knows only the scene's defaults
         if sink is None and self._attached.is_set():
             self._attached.clear()
             self.schedule.pause()

@@ -1,7 +1,8 @@
 """Media out: each chunk's frames sent at their presentation times, every frame with its slice of the
 character's audio, and what that shows of the session (frame rate, on-time share, reaction times, the
-audio-to-mouth offset, voice-to-voice latency). It traces the first frame reflecting each input (``SENT``)
-and the first audible sample of the speech answering one (``AUDIO_SENT``)."""
+audio-to-mouth offset, voice-to-voice latency); before a chunk whose scene changes, the scene it shows. It
+traces the first frame reflecting each input (``SENT``) and the first audible sample of the speech answering
+one (``AUDIO_SENT``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 from events.tracing import AUDIO_SENT, SENT, SPEECH_END, Tracer
 from server.core.chunk import ReadyChunk
 from server.core.lipsync import LipSync
-from server.core.outputs import AudioOut, Figures, Observer, Output, VideoOut
+from server.core.outputs import AudioOut, Figures, Observer, Output, SceneChanged, VideoOut
 from server.core.schedule import ChunkSchedule
 from server.media import pcm16
 from server.speech import SpeechPlayer
@@ -53,6 +54,14 @@ class MediaOut:
         self.lip_sync = LipSync(schedule.media.fps)
         self.observer: Observer | None = None
         self._made_at = schedule.clock.time()
+        self._scene: dict[str, str] = {}
+        """The scene of the last chunk sent (part -> choice; a part not named is at its default)."""
+        self._retell = False
+
+    def retell(self) -> None:
+        """A new connection: before the next frame sent, tell the scene it shows if it names any part (the
+        client knows only the defaults)."""
+        self._retell = True
 
     async def run(self) -> None:
         """Send chunks as they become ready, forever."""
@@ -65,6 +74,7 @@ class MediaOut:
                 await self.schedule.clock.sleep_until(self.schedule.frame_at(frame))
                 self.last_frame = frame
                 pts = media.pts_ms(frame)
+                await self._tell_scene(chunk, i == 0)
                 cause = self.player.cause  # before the slice: the last one ends the speech
                 audio = self.player.slice(frame)
                 await self._out(AudioOut(pts_ms=pts, pcm=pcm16(audio), samples=audio.size))
@@ -88,6 +98,17 @@ class MediaOut:
                 self._trace(reflects)
                 if cause is not None and audio.any() and self.tracer.record(cause, AUDIO_SENT):
                     self._voice_to_voice(cause)
+
+    async def _tell_scene(self, chunk: ReadyChunk, first: bool) -> None:
+        """``SceneChanged`` before a chunk's first frame when its scene differs from the last chunk's (a
+        story rewind to an earlier scene too), or before any frame after ``retell`` when it names a part."""
+        scene = dict(chunk.condition.scene)
+        tell = (first and scene != self._scene) or (self._retell and bool(scene))
+        self._scene, self._retell = scene, False
+        if tell:
+            media = self.schedule.media
+            pts = media.pts_ms(media.first_frame(chunk.index))
+            await self._out(SceneChanged(chunk=chunk.index, pts_ms=pts, scene=tuple(scene.items())))
 
     def _count(self, chunk: ReadyChunk) -> None:
         self.chunks_sent += 1

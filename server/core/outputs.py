@@ -50,6 +50,17 @@ class StoryMoved(msgspec.Struct, frozen=True, kw_only=True):
     approximate: bool
 
 
+class SceneChanged(msgspec.Struct, frozen=True, kw_only=True):
+    """From media chunk ``chunk`` on (its first frame at ``pts_ms``) the scene is ``scene``: the (part,
+    choice) pairs its condition names, every other part at its default. Told before that chunk's first
+    frame when it differs from the scene of the chunk sent before it (or, on a new connection, when it names
+    any part)."""
+
+    chunk: int
+    pts_ms: float
+    scene: tuple[tuple[str, str], ...]
+
+
 class Unshown(msgspec.Struct, frozen=True, kw_only=True):
     """Input ``event_id`` will not show in any frame, and why."""
 
@@ -74,7 +85,7 @@ Heard = Union[SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Transcript] 
 Progress = Union[CharacterSpeech, DirectorPlan, DirectorError]  # noqa: UP007
 """What the minds did that the client hears of."""
 
-Notice = Union[Heard, Progress, StoryMoved, Unshown, Figures, WorkerMoved]  # noqa: UP007
+Notice = Union[Heard, Progress, StoryMoved, SceneChanged, Unshown, Figures, WorkerMoved]  # noqa: UP007
 Output = Union[VideoOut, AudioOut, Notice]  # noqa: UP007
 
 Sink = Callable[[Output], Awaitable[None]]

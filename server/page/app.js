@@ -17,7 +17,7 @@ const log = (text) => {
 
 const state = {
   ws: null, rtc: null, transport: null, audio: null, started: null, outRate: 24000, playStart: null,
-  framesDrawn: 0, mic: null, lastAudioEnd: 0,
+  framesDrawn: 0, mic: null, lastAudioEnd: 0, scene: {}, // scene: the parts the shown chunk names
   videoClock: new VideoClock(), reflecting: [], // chunks whose reflects the page logs when it shows them
 };
 window.onstage = state; // for tests and the curious
@@ -98,6 +98,8 @@ function onMessage(message) {
       $("status").textContent = `live: ${message.session_id}`;
       $("status").dataset.state = "live";
       setLive(true);
+      state.scene = {};
+      renderScene();
       log(`session started (${message.width}x${message.height} at ${message.fps} fps)`);
       break;
     case "metrics":
@@ -105,6 +107,10 @@ function onMessage(message) {
       $("ontime").textContent = `${(message.on_time * 100).toFixed(1)} %`;
       $("reaction").textContent = message.reaction_ms_p50 === null
         ? "-" : `${message.reaction_ms_p50} / ${message.reaction_ms_p95} ms`;
+      break;
+    case "scene.changed":
+      showScene(message);
+      log(`scene from chunk ${message.chunk}: ${JSON.stringify(message.scene)}`);
       break;
     case "story.state":
       renderStory(message);
@@ -120,6 +126,31 @@ function onMessage(message) {
     default:
       log(`${message.type} ${JSON.stringify(message).slice(0, 160)}`);
   }
+}
+
+// The scene the picture shows: each part the model draws (capabilities.scene, the first choice its default)
+// with its choice now. A scene.changed names the parts its chunk sets (the others are at their defaults)
+// and takes effect when that chunk's first frame plays; hidden for a model that draws no scene.
+function showScene(message) {
+  const apply = () => { state.scene = message.scene; renderScene(); };
+  const delay = state.transport === "ws" && state.audio
+    ? (playTime(message.pts_ms) - state.audio.currentTime) * 1000 : 0;
+  setTimeout(apply, Math.max(0, delay));
+}
+
+function renderScene() {
+  const parts = (state.started && state.started.capabilities.scene) || {};
+  const list = $("scene");
+  list.replaceChildren();
+  for (const [part, choices] of Object.entries(parts)) {
+    const name = document.createElement("dt");
+    name.textContent = part;
+    const choice = document.createElement("dd");
+    choice.id = `scene-${part}`;
+    choice.textContent = (state.scene && state.scene[part]) || choices[0];
+    list.append(name, choice);
+  }
+  $("scene-panel").hidden = Object.keys(parts).length === 0;
 }
 
 function renderStory(story) {

@@ -15,6 +15,7 @@ can do.
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
@@ -154,6 +155,21 @@ async def test_a_gesture_button_is_accepted_and_a_later_frame_reflects_it(page: 
     accepted_at = next(i for i, line in enumerate(log) if f'"event_id":"{gesture}"' in line)
     reacted_at = next(i for i, line in enumerate(log) if gesture in reflected([line]))
     assert reacted_at > accepted_at
+    assert page.errors == []
+
+
+async def test_the_scene_panel_lists_the_worlds_parts_and_follows_a_set_scene(page: Page) -> None:
+    def shown(part: str) -> str:
+        return f"document.getElementById('scene-{part}').textContent"
+
+    assert await page.evaluate("document.getElementById('scene-panel').hidden") is False
+    assert await page.evaluate(f"[{shown('light')}, {shown('weather')}]") == ["day", "clear"]
+    night = {"kind": "set_scene", "changes": {"light": "night"}}
+    plan = {"name": "night", "timeline": [{"at_s": 0.0, "behaviors": [night]}]}
+    message = json.dumps({"type": "plan.run", "plan": plan})
+    await page.evaluate(f"window.onstage.ws.send(JSON.stringify({message}))")  # the page has no plan button
+    await page.wait_until(f"{shown('light')} === 'night'", timeout=10)
+    assert await page.evaluate(shown("weather")) == "clear"  # a part not named stays at its default
     assert page.errors == []
 
 

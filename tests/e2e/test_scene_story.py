@@ -66,6 +66,8 @@ async def test_a_story_brings_a_rainy_night_opens_the_door_and_a_rewind_brings_t
             lit(m, "dusk", "off") and m.door_shown.all() and (m.door_open < 0.1).all() and m.ball_shown.all()
         )
         assert (weather_shown(m) == 0).all()
+        dusk_scene = client.received.of_type("scene.changed")[-1]["scene"]  # told as the dusk came
+        assert dusk_scene["light"] == "dusk"
 
         await client.send({"type": "story.choose", "choice": "wait"})
         await client.wait_type("story.state", node="storm")
@@ -81,6 +83,9 @@ async def test_a_story_brings_a_rainy_night_opens_the_door_and_a_rewind_brings_t
         await client.send({"type": "story.rewind", "checkpoint": dusk["checkpoint"]})
         back = await client.wait_for(lambda msg: msg.get("type") == "story.state", 15, since=since)
         assert back["node"] == "dusk" and back["checkpoint"] == dusk["checkpoint"]
+        # The rewind brought an earlier scene back: told as any change is, before the chunk showing it.
+        told = await client.wait_for(lambda msg: msg.get("type") == "scene.changed", 15, since=since)
+        assert told["scene"] == dusk_scene
         m = await scene_after(client)
         assert lit(m, "dusk", "off") and (weather_shown(m) == 0).all() and (m.door_open < 0.1).all()
 
