@@ -193,4 +193,5 @@ async def test_media_out_tells_each_change_a_change_back_and_the_scene_on_a_new_
         i = sent.index(t)
         nxt = sent[i + 1]  # right before the chunk's first frame: its audio, then its picture
         assert isinstance(nxt, AudioOut) and nxt.pts_ms == t.pts_ms
-        assert isinstance(sent[i + 2], VideoOut) and sent[i + 2].chunk == t.chunk and sent[i + 2].frame == 0
+        frame = sent[i + 2]
+        assert isinstance(frame, VideoOut) and frame.chunk == t.chunk and frame.frame == 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import GifImagePlugin, Image, WebPImagePlugin
+from PIL import GifImagePlugin, Image, ImageSequence, WebPImagePlugin
 
 import streaming_model.render as r
 from streaming_model.condition import ConditionError
@@ -44,10 +44,7 @@ def test_a_script_with_an_unknown_action_is_rejected() -> None:
 def test_the_scene_tour_shows_its_changes_and_the_shipped_model_refuses_it(tmp_path: Path) -> None:
     out = render(r.SCENE_DEMO, tmp_path / "tour.gif", source="world", scale=1)
     with Image.open(out) as im:
-        frames = []
-        for i in range(im.n_frames):
-            im.seek(i)
-            frames.append(np.asarray(im.convert("RGB")))
+        frames = [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(im)]
     seen = measure_scene(np.stack(frames))
     assert seen.ball_shown[30] and seen.door_shown[30] and not seen.door_shown[0]  # the door rises in
     assert (np.abs(seen.light - expected_light("night", "on")) < 0.08).all(-1).any()  # a night under the lamp

@@ -47,5 +47,7 @@ def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tm
     loss = loss_on(model, batch, batcher.mask)
     loss.backward()
     # The scene's inputs start at zero weight and get a gradient: training can learn them.
-    grad = model.cont_mlp[0].weight.grad
+    first = model.cont_mlp[0]
+    assert isinstance(first, torch.nn.Linear)
+    grad = first.weight.grad
     assert grad is not None and torch.isfinite(loss) and grad[:, -SCENE_DIM:].abs().sum() > 0
