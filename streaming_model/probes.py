@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .masks import opened
 from .scene_probes import measure_scene, normalise, scenery_mask
 from .world import palette as P
 from .world.render import FLOOR_Y
@@ -73,7 +74,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     # removes them where it is raining or snowing, and keeps the character, whose parts are thicker.
     falling = (scene.rain + scene.snow) > FALLING
     if falling.any():
-        char = np.where(falling[..., None, None], _opened(char), char)
+        char = np.where(falling[..., None, None], opened(char), char)
     eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
     mouth = _near(f, P.MOUTH_OPEN) & char
     # A row counts with a few pixels (one stray pixel is not the body) but not with half the width: the
@@ -148,22 +149,6 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
         identity_dist=identity_dist,
         visible=visible,
     )
-
-
-def _opened(mask: np.ndarray) -> np.ndarray:
-    """Binary opening of (..., H, W) masks with a 3x3 square: what survives an erosion, grown back."""
-    return _grow(~_grow(~mask))
-
-
-def _grow(mask: np.ndarray) -> np.ndarray:
-    """Binary dilation of (..., H, W) masks with a 3x3 square (nothing grows in from the edges)."""
-    out = mask.copy()
-    out[..., 1:, :] |= mask[..., :-1, :]
-    out[..., :-1, :] |= mask[..., 1:, :]
-    grown = out.copy()
-    grown[..., :, 1:] |= out[..., :, :-1]
-    grown[..., :, :-1] |= out[..., :, 1:]
-    return grown
 
 
 def identify(frames: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .manifest import SCENE
+from .masks import grow
 from .world import palette as P
 from .world.scene import (
     BALL_R,
@@ -163,11 +164,7 @@ def scenery_mask(g: np.ndarray, candidates: np.ndarray, own: np.ndarray, body: n
     seen = g[at]
     ball = np.zeros_like(out)
     ball[at] = np.abs(seen - P.BALL).sum(-1) < 60.0
-    ball[..., 1:, :] |= ball[..., :-1, :].copy()
-    ball[..., :-1, :] |= ball[..., 1:, :].copy()
-    ball[..., :, 1:] |= ball[..., :, :-1].copy()
-    ball[..., :, :-1] |= ball[..., :, 1:].copy()
-    out |= ball
+    out |= grow(ball)
     # Wherever it may be falling, even a few drops as rain sets in: no colour of a character lies near the
     # sky-to-rain blends, and only the eyes' white near the sky-to-snow ones (the eyes are read apart).
     for color in (P.RAIN, P.SNOW):
