@@ -8,6 +8,8 @@ to random named sides ("turn_side": ending on that side, which a model that alwa
 when it already faces it; "turn_side_away": only the turns that started facing the other way, which a
 model that does not turn fails); a talking segment checks that the mouth follows the audio envelope.
 --world runs the same script through the procedural world (the probes' ceiling, ~100%).
+--scene evaluates the scene instead (``scene_evaluate``): every choice of every part and every action
+toward the scene, for the world or for a model whose weights read the scene (``--weights``).
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ import argparse
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from .codec import Codec, chunk_voices, to_pixels, to_uint8
-from .condition import SIDE_SIGN, ChunkCondition
+from .condition import SIDE_SIGN, ChunkCondition, ConditionError
 from .kv_cache import CacheMode
 from .linears import Linears
-from .loading import load_codec
+from .loading import DIT_PATH, load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
 from .passes import CommitPass
 from .precision import computing
@@ -32,6 +35,7 @@ from .probes import _slice, action_shown, measure
 from .render import world_frames
 from .runtime import Generator
 from .sampler import STEPS
+from .scene_evaluate import model_draw, run_scene
 from .world.palette import NUM_IDENTITIES
 
 LEAD, HOLD, TALK = 2, 4, 8  # chunks
@@ -155,6 +159,11 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
     return score(frames, identity, segments)
 
 
+def world_draw(conds: list[ChunkCondition], identity: int, seed: int) -> np.ndarray:
+    """The procedural world's frames for a script (the seed changes nothing there)."""
+    return world_frames(conds, identity)
+
+
 def summarise(results: list[SeedResult]) -> dict[str, float]:
     """Per-action accuracy, mean mouth r, identity distance, end motion."""
     out = {name: float(np.mean([r.actions[name] for r in results])) for name in results[0].actions}
@@ -200,12 +209,24 @@ def main() -> None:
     ap.add_argument("--codec", action="store_true", help="with --world: through the shipped codec")
     ap.add_argument("--compare-naive", action="store_true")
     ap.add_argument("--long", type=int, default=0, help="also run one session of this many chunks")
+    ap.add_argument("--scene", action="store_true", help="the scene's choices and actions (scene_evaluate)")
+    ap.add_argument("--weights", type=Path, default=DIT_PATH, help="the transformer's weights")
     args = ap.parse_args()
     seeds = range(args.seeds)
+    if args.scene:
+        draw = world_draw if args.world else model_draw(Generator.load(args.weights), args.steps)
+        try:
+            figures = run_scene(draw, seeds)
+        except ConditionError as exc:
+            raise SystemExit(
+                f"evaluate --scene: {exc} (give --weights of a transformer trained on it)"
+            ) from None
+        print("scene" + " world" * args.world, " ".join(f"{k}={v:.3f}" for k, v in figures.items()))
+        return
     codec = load_codec() if args.codec else None
     runs = {"world" + "+codec" * args.codec: [run_world(s, codec) for s in seeds]} if args.world else {}
     if not args.world:
-        gen = Generator.load()
+        gen = Generator.load(args.weights)
         runs["write_time"] = [run_model(gen, s, "write_time", args.steps) for s in seeds]
         if args.compare_naive:
             runs["naive"] = [run_model(gen, s, "naive", args.steps) for s in seeds]
