@@ -31,6 +31,7 @@ from agent.bounds import (
     MAX_SPEECH_CHARS,
 )
 from agent.toml_writer import dumps as toml_dumps
+from streaming_model.condition import scene_problem
 from streaming_model.manifest import ActionSpec, Manifest
 
 Source = Literal["user", "safety", "reflex", "script", "director"]
@@ -374,11 +375,9 @@ def check_scene(changes: dict[str, str], manifest: Manifest, path: str) -> None:
     if not changes:
         raise PlanError(path, f"name at least one scene part; known: {list(specs)}")
     for part, choice in changes.items():
-        spec = specs.get(part)
-        if spec is None:
-            raise PlanError(f"{path}.{part}", f"unknown scene part {part!r}; known: {list(specs)}")
-        if choice not in spec.choices:
-            raise PlanError(f"{path}.{part}", f"{part} must be one of {list(spec.choices)}, got {choice!r}")
+        problem = scene_problem(part, choice, manifest)
+        if problem is not None:
+            raise PlanError(f"{path}.{part}", problem)
 
 
 def resolve(

@@ -14,13 +14,12 @@ import numpy as np
 
 from .manifest import (
     ACTION_INDEX,
-    ACTIONS,
     EMOTION_INDEX,
     FPS,
     FRAMES_PER_CHUNK,
     SCENE,
-    SCENE_ACTIONS,
     SIDES,
+    WORLD_ACTIONS,
     Manifest,
     build_manifest,
 )
@@ -31,11 +30,9 @@ PHASE_CLIP_S = 4.0
 # Which actions read a target point and which a side (wave's paw, turn's facing): for the others these
 # inputs are zeroed, so the model sees them only where they mean something.
 _USES_TARGET = np.array(
-    [any(p.name.startswith("target") for p in a.params) for a in ACTIONS + SCENE_ACTIONS], np.float32
+    [any(p.name.startswith("target") for p in a.params) for a in WORLD_ACTIONS], np.float32
 )
-_USES_SIDE = np.array(
-    [any(p.name in ("paw", "side") for p in a.params) for a in ACTIONS + SCENE_ACTIONS], np.float32
-)
+_USES_SIDE = np.array([any(p.name in ("paw", "side") for p in a.params) for a in WORLD_ACTIONS], np.float32)
 SIDE_SIGN = {"other": 0.0, "left": -1.0, "right": 1.0}  # a side as the sign of the facing it ends on
 # They enter at 4x the scale of the other inputs: an action's parameters decide only its first frames, so
 # the model sees little of them, and a larger input makes its weights for them learn faster.
@@ -118,18 +115,27 @@ class ChunkCondition(msgspec.Struct, frozen=True):
 
 def _check_scene(scene: tuple[tuple[str, str], ...], m: Manifest) -> None:
     """ConditionError naming the first scene part or choice the manifest does not draw."""
-    specs = {s.name: s for s in m.scene}
     seen: set[str] = set()
     for part, choice in scene:
-        spec = specs.get(part)
-        if spec is None:
-            known = f"known: {sorted(specs)}" if specs else "this model draws no scene"
-            raise ConditionError(f"unknown scene part {part!r}; {known}")
+        problem = scene_problem(part, choice, m)
+        if problem is not None:
+            raise ConditionError(problem)
         if part in seen:
             raise ConditionError(f"scene part {part!r} named twice")
         seen.add(part)
-        if choice not in spec.choices:
-            raise ConditionError(f"scene {part} must be one of {list(spec.choices)}, got {choice!r}")
+
+
+def scene_problem(part: str, choice: str, manifest: Manifest) -> str | None:
+    """What is wrong with naming ``choice`` for scene part ``part`` to a model of ``manifest`` (None:
+    nothing). Conditions and plans both say it so."""
+    specs = {s.name: s for s in manifest.scene}
+    spec = specs.get(part)
+    if spec is None:
+        known = f"known: {sorted(specs)}" if specs else "this model draws no scene"
+        return f"unknown scene part {part!r}; {known}"
+    if choice not in spec.choices:
+        return f"{part} must be one of {list(spec.choices)}, got {choice!r}"
+    return None
 
 
 @dataclass

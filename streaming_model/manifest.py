@@ -145,8 +145,12 @@ SCENE_ACTIONS: tuple[ActionSpec, ...] = (
 )
 """Actions toward the scene: only a backend whose manifest has a scene offers them."""
 
-ACTION_INDEX: dict[str, int] = {a.name: i for i, a in enumerate(ACTIONS + SCENE_ACTIONS)}
-"""Index of every action the world knows; the shipped model's come first, at the indices it was trained on."""
+WORLD_ACTIONS: tuple[ActionSpec, ...] = ACTIONS + SCENE_ACTIONS
+"""Every action the world knows: the shipped model's first, at the indices it was trained on."""
+WORLD_ACTION_NAMES: tuple[str, ...] = tuple(a.name for a in WORLD_ACTIONS)
+
+ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(WORLD_ACTION_NAMES)}
+"""Index of every action the world knows."""
 
 EMOTIONS: tuple[str, ...] = ("neutral", "happy", "sad", "surprised", "angry")
 EMOTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(EMOTIONS)}
@@ -195,7 +199,7 @@ def build_manifest(
         frames_per_chunk=frames_per_chunk,
         width=width,
         height=height,
-        actions=ACTIONS + SCENE_ACTIONS if scene else ACTIONS,
+        actions=WORLD_ACTIONS if scene else ACTIONS,
         emotions=EMOTIONS,
         gaze="Eyes look at gaze (x, y) in [-1, 1]^2 for every action; look_at also turns the head.",
         speaking="speaking=True opens the mouth by the audio envelope; False keeps it closed (listening).",

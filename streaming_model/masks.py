@@ -1,8 +1,17 @@
-"""Binary masks over frames (..., H, W): growing and opening with a 3x3 square, as the probes use them."""
+"""Binary masks over frames (..., H, W), as the probes make and clean them: pixels near a colour, growing
+and opening with a 3x3 square."""
 
 from __future__ import annotations
 
 import numpy as np
+
+COLOR_TOL = 70.0
+"""L1 distance (summed over RGB) within which a pixel has a colour."""
+
+
+def near(frames: np.ndarray, color: np.ndarray, tol: float = COLOR_TOL) -> np.ndarray:
+    """(...) bool: pixels (..., 3) within ``tol`` (L1) of ``color``."""
+    return np.abs(frames - color).sum(-1) < tol
 
 
 def grow(mask: np.ndarray) -> np.ndarray:

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .masks import opened
+from .masks import near, opened
 from .scene_probes import measure_scene, normalise, scenery_mask
 from .world import palette as P
 from .world.render import FLOOR_Y
 
-_COLOR_TOL = 70.0  # L1 distance (sum over RGB) for "this pixel has that colour"
 _ROWS = np.arange(128, dtype=np.float32)
 EYE_REACH = 16.0  # columns from the head's centre within which its eyes are looked for
 FALLING = 0.005  # share of the sky band's pixels that are raindrops or snowflakes when some are falling
@@ -42,10 +41,6 @@ class Measures:
     visible: np.ndarray  # bool: a character is found at all
 
 
-def _near(frames: np.ndarray, color: np.ndarray) -> np.ndarray:
-    return np.abs(frames - color).sum(-1) < _COLOR_TOL
-
-
 def _centroid(mask: np.ndarray, axis: int) -> np.ndarray:
     """Mean coordinate of mask pixels along axis (-1 columns, -2 rows); NaN when empty."""
     count = mask.sum((-1, -2))
@@ -65,8 +60,8 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     floorlike = (ratio.max(-1) - ratio.min(-1) < 0.12) & (ratio.mean(-1) > 0.4) & (ratio.mean(-1) < 1.15)
     below = (_ROWS >= FLOOR_Y)[:, None]
     char = np.where(below, ~floorlike, sky)
-    body = _near(f, pal[0])
-    limb = _near(f, pal[2])
+    body = near(f, pal[0])
+    limb = near(f, pal[2])
     scenery = scenery_mask(f, char, np.concatenate([pal, P.FACE]), body)
     char &= ~scenery
     limb &= ~scenery
@@ -76,7 +71,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     if falling.any():
         char = np.where(falling[..., None, None], opened(char), char)
     eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
-    mouth = _near(f, P.MOUTH_OPEN) & char
+    mouth = near(f, P.MOUTH_OPEN) & char
     # A row counts with a few pixels (one stray pixel is not the body) but not with half the width: the
     # character is narrower, and a JPEG-coded frame smears the floor's edge into a full-width line.
     per_row = char.sum(-1)
@@ -101,7 +96,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     # the torso (large, so it survives blur); their mean, or whichever is visible.
     eye_facing = (eye_x - head_x) / 9.0
     # One belly (violet's lavender) is only ~50 from the sky: exclude near-sky pixels explicitly.
-    belly = _near(f, pal[1]) & below_head & (np.abs(f - P.SKY).sum(-1) > 30)
+    belly = near(f, pal[1]) & below_head & (np.abs(f - P.SKY).sum(-1) > 30)
     torso_x = _centroid((body | belly) & below_head, -1)  # arms and legs excluded: raised paws shift x
     belly_facing = (_centroid(belly, -1) - torso_x) / 3.0
     belly_facing = np.where(np.abs(belly_facing) < 1.6, belly_facing, np.nan)  # stray matches elsewhere
@@ -154,7 +149,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
 def identify(frames: np.ndarray) -> np.ndarray:
     """The palette index whose body colour covers the most pixels, per frame (under any light)."""
     f = normalise(frames.astype(np.float32), measure_scene(frames).light)
-    counts = np.stack([_near(f, pal[0]).sum((-1, -2)) for pal in P.PALETTES], -1)
+    counts = np.stack([near(f, pal[0]).sum((-1, -2)) for pal in P.PALETTES], -1)
     return counts.argmax(-1)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .manifest import SCENE
-from .masks import grow
+from .masks import grow, near
 from .world import palette as P
 from .world.scene import (
     BALL_R,
@@ -45,7 +45,6 @@ weather are read there."""
 MARK_MIN = 40.0  # L1 from the sky for a pixel of the band to count as a raindrop or a snowflake
 WEATHER_SHOWN = 0.02  # share of the band's pixels that are marks when rain or snow is shown
 WEATHER_TOL = 30.0  # L1 from the sky-to-rain (or snow) line within which a pixel is weather, not character
-_TOL = 70.0
 FLOOR_BALL_ROW = FLOOR_ROW - BALL_R  # the row of a ball's centre on the floor
 HELD_ROW = FLOOR_BALL_ROW - 8  # a ball above this row is off the floor
 HELD_REACH = 28.0  # columns between the character and a ball in its paw
@@ -73,10 +72,6 @@ class SceneMeasures:
     ball_y: np.ndarray
 
 
-def _near(f: np.ndarray, color: np.ndarray, tol: float = _TOL) -> np.ndarray:
-    return np.abs(f - color).sum(-1) < tol
-
-
 def measure_scene(frames: np.ndarray) -> SceneMeasures:
     """Measure the scene of every frame of (..., H, W, 3) uint8 frames."""
     f = frames.astype(np.float32)
@@ -90,21 +85,21 @@ def measure_scene(frames: np.ndarray) -> SceneMeasures:
 
     head = g[..., LAMP_TOP : LAMP_HEAD_BOTTOM + 1, LAMP_LEFT : LAMP_RIGHT + 1, :]
     bulb = f[..., BULB[0] : BULB[1] + 1, BULB[2] : BULB[3] + 1, :]
-    lamp_on = _near(bulb, P.LAMP_GLOW).mean((-1, -2)) > 0.5
+    lamp_on = near(bulb, P.LAMP_GLOW).mean((-1, -2)) > 0.5
     # Shown as soon as its place is no longer sky: while one fades in, its pixels are blends, and they must
     # not count as the character.
     lamp_shown = lamp_on | (_unlike_sky(head) > 0.5)
     top = g[..., DOOR_TOP : DOOR_TOP + 2, DOOR_LEFT : DOOR_RIGHT + 1, :]
     door_shown = _unlike_sky(top) > 0.5
     inner = g[..., LEAF_TOP:FLOOR_ROW, LEAF_LEFT : LEAF_RIGHT + 1, :]
-    leaf_cols = _near(inner, P.DOOR_LEAF).sum(-2)
-    way_cols = _near(inner, P.DOORWAY).sum(-2)
+    leaf_cols = near(inner, P.DOOR_LEAF).sum(-2)
+    way_cols = near(inner, P.DOORWAY).sum(-2)
     leaf = (leaf_cols > way_cols).sum(-1)
     way = (way_cols > leaf_cols).sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         door_open = np.where(door_shown, np.clip(way / (leaf + way) / _OPEN_SHARE, 0.0, 1.0), np.nan)
 
-    ball = _near(g, P.BALL, 60.0)
+    ball = near(g, P.BALL, 60.0)
     count = ball.sum((-1, -2))
     ball_shown = count >= 12
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -163,7 +158,7 @@ def scenery_mask(g: np.ndarray, candidates: np.ndarray, own: np.ndarray, body: n
     at = np.nonzero(candidates)
     seen = g[at]
     ball = np.zeros_like(out)
-    ball[at] = np.abs(seen - P.BALL).sum(-1) < 60.0
+    ball[at] = near(seen, P.BALL, 60.0)
     out |= grow(ball)
     # Wherever it may be falling, even a few drops as rain sets in: no colour of a character lies near the
     # sky-to-rain blends, and only the eyes' white near the sky-to-snow ones (the eyes are read apart).

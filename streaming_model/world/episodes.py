@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..condition import ChunkCodes
-from ..manifest import ACTION_INDEX, ACTION_NAMES, FRAMES_PER_CHUNK, SCENE, SCENE_ACTIONS
+from ..manifest import ACTION_INDEX, ACTION_NAMES, FRAMES_PER_CHUNK, SCENE, SCENE_ACTIONS, WORLD_ACTION_NAMES
 from .palette import NUM_IDENTITIES
 from .render import render
 from .state import WorldState, initial_state, step
@@ -76,7 +76,7 @@ def random_codes(rng: np.random.Generator, n: int, k: int, scene: bool = False) 
     """Condition sequences: actions held 0.5-3 s, independent emotion, gaze and talking segments; with
     ``scene``, also a scene that changes every 2-8 s and the actions toward it (``random_scene``)."""
     weights = {**ACTION_WEIGHTS, **(SCENE_ACTION_WEIGHTS if scene else {})}
-    names = ACTION_NAMES + tuple(a.name for a in SCENE_ACTIONS) if scene else ACTION_NAMES
+    names = WORLD_ACTION_NAMES if scene else ACTION_NAMES
     probs = np.array([weights[a] for a in names])
     probs /= probs.sum()
     codes = ChunkCodes(

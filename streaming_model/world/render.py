@@ -8,10 +8,19 @@ from ..manifest import FRAME_SIZE
 from . import palette as P
 from .raster import arc, bar, capsule, ellipse, paint
 from .scene import BALL_R
-from .scenery import ball_cover, draw_background, draw_ball, draw_glow, has_ball, has_glow, is_scenic
+from .scenery import (
+    FLOOR_ROW,
+    ball_cover,
+    draw_background,
+    draw_ball,
+    draw_glow,
+    has_ball,
+    has_glow,
+    is_scenic,
+)
 from .state import WorldState
 
-FLOOR_Y = 108.0
+FLOOR_Y = float(FLOOR_ROW)
 HEAD_R = 13.0
 SIT_DROP = 12.0
 CROUCH_DROP = 8.0
@@ -86,9 +95,10 @@ def render(s: WorldState) -> np.ndarray:
     paint(canvas, ellipse(X, Y, x, torso_cy, 12.5, 15.0), body)
     paint(canvas, ellipse(X, Y, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
 
-    if has_ball(s):  # a ball in the paw is behind it: the paw holds it
+    ball = ball_center(s) if has_ball(s) else None
+    if ball is not None:  # a ball in the paw is behind it: the paw holds it
         in_paw = (s.held == 1.0) & (s.ball_show > 0.5)
-        canvas[ball_cover(X, Y, *ball_center(s)) & in_paw[:, None, None]] = P.BALL
+        canvas[ball_cover(X, Y, *ball) & in_paw[:, None, None]] = P.BALL
 
     shoulder_y = g["shoulder_y"]
     for side, raise_ in ((-1.0, c["paw_l"]), (1.0, c["paw_r"])):
@@ -126,15 +136,15 @@ def render(s: WorldState) -> np.ndarray:
     frames = back if back is not None else np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
     _paste(frames, canvas, ox)
     if scenic:
-        _light_and_ball(frames, s)
+        _light_and_ball(frames, s, ball)
     return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
 
 
-def _light_and_ball(frames: np.ndarray, s: WorldState) -> None:
-    """What lies in front of the character: a ball (in the paw, or on the floor before the feet), the light
-    on all of it, and the lamp's glow, which gives light rather than takes it."""
-    if has_ball(s):
-        draw_ball(frames, s, ball_center(s), s.held < 1.0)
+def _light_and_ball(frames: np.ndarray, s: WorldState, ball: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """What lies in front of the character: a ball not (yet) in the paw, at ``ball``, the light on all of
+    it, and the lamp's glow, which gives light rather than takes it."""
+    if ball is not None:
+        draw_ball(frames, s, ball, s.held < 1.0)
     frames *= s.light[:, None, None, :]
     if has_glow(s):
         draw_glow(frames, s)

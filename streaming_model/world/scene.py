@@ -11,6 +11,7 @@ import numpy as np
 
 from ..manifest import ACTION_INDEX, SCENE
 from . import palette as P
+from .easing import approach, fade
 
 PART = {spec.name: i for i, spec in enumerate(SCENE)}
 """Column of each scene part in a scene code array."""
@@ -54,14 +55,14 @@ def scene_step(s, action: np.ndarray, phase: np.ndarray, scene: np.ndarray, walk
     is_ = {name: action == ACTION_INDEX[name] for name in ("pick_up", "put_down", "throw", *_WALK_TO_DOOR)}
     s.tick += 1.0
     lamp_on = scene[:, PART["lamp"]] == 2
-    s.light[:] = s.light + (light_goal(scene[:, PART["light"]], lamp_on) - s.light) * LIGHT_RATE
-    s.lamp_show[:] = _toward(s.lamp_show, scene[:, PART["lamp"]] > 0, SHOW_RATE)
-    s.lamp_on[:] = _toward(s.lamp_on, lamp_on, 0.3)
+    s.light[:] = approach(s.light, light_goal(scene[:, PART["light"]], lamp_on), LIGHT_RATE)
+    s.lamp_show[:] = fade(s.lamp_show, scene[:, PART["lamp"]] > 0, SHOW_RATE)
+    s.lamp_on[:] = fade(s.lamp_on, lamp_on, 0.3)
     weather = scene[:, PART["weather"]]
-    s.rain[:] = _toward(s.rain, weather == 1, WEATHER_RATE)
-    s.snow[:] = _toward(s.snow, weather == 2, WEATHER_RATE)
-    s.door_show[:] = _toward(s.door_show, scene[:, PART["door"]] > 0, SHOW_RATE)
-    s.ball_show[:] = _toward(s.ball_show, scene[:, PART["prop"]] > 0, SHOW_RATE)
+    s.rain[:] = fade(s.rain, weather == 1, WEATHER_RATE)
+    s.snow[:] = fade(s.snow, weather == 2, WEATHER_RATE)
+    s.door_show[:] = fade(s.door_show, scene[:, PART["door"]] > 0, SHOW_RATE)
+    s.ball_show[:] = fade(s.ball_show, scene[:, PART["prop"]] > 0, SHOW_RATE)
 
     # Walking to the door; the door waits for an opening or closing character to arrive.
     to_door = is_["go_to_door"] | is_["open_door"] | is_["close_door"]
@@ -73,7 +74,7 @@ def scene_step(s, action: np.ndarray, phase: np.ndarray, scene: np.ndarray, walk
     door_goal = np.where(is_["close_door"] & at_door, 0.0, door_goal)
     waiting = (is_["open_door"] | is_["close_door"]) & ~at_door
     moving = np.abs(door_goal - s.door_open) > 0.05
-    s.door_open[:] = np.where(waiting, s.door_open, _approach(s.door_open, door_goal, DOOR_RATE))
+    s.door_open[:] = np.where(waiting, s.door_open, approach(s.door_open, door_goal, DOOR_RATE))
     s.reach[:] = np.where((is_["open_door"] | is_["close_door"]) & at_door & moving & ~waiting, 0.6, 0.0)
 
     # The ball: walked to and picked up, put down at the feet, or thrown toward the side faced.
@@ -87,7 +88,7 @@ def scene_step(s, action: np.ndarray, phase: np.ndarray, scene: np.ndarray, walk
     putting = is_["put_down"] & (s.held > 0)
     # A move cut short is finished the way it was going (a ball is in the paw or on the floor).
     goal = np.where(taking, 1.0, np.where(putting, 0.0, np.round(s.held)))
-    s.held[:] = _approach(s.held, goal, HOLD_RATE)
+    s.held[:] = approach(s.held, goal, HOLD_RATE)
     s.held[:] = np.where(s.held < 0.01, 0.0, np.where(s.held > 0.99, 1.0, s.held))  # a finished move is exact
     s.crouch[:] = np.where((taking & (s.held < 0.9)) | (putting & (s.held > 0.1)), 0.35, 0.0)
 
@@ -126,13 +127,3 @@ def _fly(s) -> None:
     vx = np.where(wall, -0.3 * s.ball_vx, s.ball_vx)
     vx = np.where(s.ball_y == 0, 0.8 * vx, vx)  # on the floor it slows down
     s.ball_vx[:] = np.where(rolling, np.where(np.abs(vx) < 0.1, 0.0, vx), s.ball_vx)
-
-
-def _toward(cur: np.ndarray, on: np.ndarray, rate: float) -> np.ndarray:
-    """Fade toward 1 where ``on``, else 0; snapped at the end so a finished fade is exact."""
-    out = _approach(cur, on.astype(np.float32), rate)
-    return np.where(np.abs(out - on) < 0.01, on.astype(np.float32), out).astype(np.float32)
-
-
-def _approach(cur: np.ndarray, target: np.ndarray | float, rate: float) -> np.ndarray:
-    return (cur + (target - cur) * rate).astype(np.float32)

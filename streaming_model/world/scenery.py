@@ -31,7 +31,8 @@ from .scene import (
     POST_RIGHT,
 )
 
-FLOOR_ROW = 108  # the first floor row (world/render.py's FLOOR_Y)
+FLOOR_ROW = 108
+"""The first row of the floor (the renderer's ``FLOOR_Y``): the scene stands on it, the weather stops there."""
 PERIOD = 96  # rows before the falling texture repeats
 RAIN_SPEED, SNOW_SPEED = 5.0, 1.0  # rows per frame
 RAIN_ALPHA, SNOW_ALPHA = 0.55, 0.8

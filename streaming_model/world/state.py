@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..manifest import ACTION_INDEX, FPS
+from .easing import approach
 from .scene import BALL_HOME, DOOR_STAND_X, scene_step
 
 X_MIN, X_MAX, X_HOME = 22.0, 106.0, 64.0
@@ -93,10 +94,6 @@ def initial_state(identity: np.ndarray) -> WorldState:
     )
 
 
-def _approach(cur: np.ndarray, target: np.ndarray | float, rate: float | np.ndarray) -> np.ndarray:
-    return cur + (target - cur) * rate
-
-
 def step(
     s: WorldState,
     action: np.ndarray,
@@ -133,9 +130,9 @@ def step(
     face_goal = np.where(is_["look_at"], 0.6 * target[:, 0], face_goal)
     face_goal = np.where(at_door & ~walking, 1.0, face_goal)
     face_rate = np.where(walking, 0.25, np.where(is_["turn"], 0.15, 0.12))
-    s.facing[:] = _approach(s.facing, face_goal, face_rate)
+    s.facing[:] = approach(s.facing, face_goal, face_rate)
 
-    s.sit[:] = _approach(s.sit, np.where(is_["sit"], 1.0, 0.0), np.where(is_["sit"], 0.12, 0.2))
+    s.sit[:] = approach(s.sit, np.where(is_["sit"], 1.0, 0.0), np.where(is_["sit"], 0.12, 0.2))
 
     # Paws: waving raises one, startle both; everything else lowers them.
     startle_env = np.where(phase < 12, 1.0, np.exp(-(phase - 12) / 12.0)).astype(np.float32)
@@ -151,31 +148,31 @@ def step(
     carry = np.where(s.throwing > 0, 1.0, 0.3 * s.held)
     left_goal = np.where(s.facing < -0.3, np.maximum(left_goal, carry), left_goal)
     right_goal = np.where(s.facing < -0.3, right_goal, np.maximum(right_goal, carry))
-    s.paw_l[:] = _approach(s.paw_l, left_goal, 0.25)
-    s.paw_r[:] = _approach(s.paw_r, right_goal, 0.25)
-    s.wave[:] = _approach(s.wave, np.where(is_["wave"], np.sin(2 * np.pi * WAVE_HZ * t), 0.0), 0.6)
+    s.paw_l[:] = approach(s.paw_l, left_goal, 0.25)
+    s.paw_r[:] = approach(s.paw_r, right_goal, 0.25)
+    s.wave[:] = approach(s.wave, np.where(is_["wave"], np.sin(2 * np.pi * WAVE_HZ * t), 0.0), 0.6)
 
     # Jumps are a function of the phase, so a held jump repeats with a fixed period.
     cyc = phase % JUMP_PERIOD
     jump = np.where(cyc < JUMP_AIR, JUMP_HEIGHT * np.sin(np.pi * cyc / JUMP_AIR), 0.0)
     hop = np.where(phase < 8, 6.0 * np.sin(np.pi * phase / 8.0), 0.0)
     jump_goal = np.where(is_["jump"], jump, np.where(is_["startle"], hop, 0.0))
-    s.jump_y[:] = np.where(is_["jump"] | is_["startle"], jump_goal, _approach(s.jump_y, 0.0, 0.5))
+    s.jump_y[:] = np.where(is_["jump"] | is_["startle"], jump_goal, approach(s.jump_y, 0.0, 0.5))
 
-    s.nod[:] = _approach(s.nod, np.where(is_["nod"], 3.0 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6)
-    s.shake[:] = _approach(
+    s.nod[:] = approach(s.nod, np.where(is_["nod"], 3.0 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6)
+    s.shake[:] = approach(
         s.shake, np.where(is_["shake_head"], 3.5 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6
     )
 
     look = is_["look_at"]
-    s.head_dx[:] = _approach(s.head_dx, np.where(look, 3.0 * target[:, 0], 0.0), 0.2)
-    s.head_dy[:] = _approach(s.head_dy, np.where(look, 2.0 * target[:, 1], 0.0), 0.2)
+    s.head_dx[:] = approach(s.head_dx, np.where(look, 3.0 * target[:, 0], 0.0), 0.2)
+    s.head_dy[:] = approach(s.head_dy, np.where(look, 2.0 * target[:, 1], 0.0), 0.2)
     g = np.where(look[:, None], target, gaze)
-    s.gaze_x[:] = _approach(s.gaze_x, g[:, 0], 0.4)
-    s.gaze_y[:] = _approach(s.gaze_y, g[:, 1], 0.4)
+    s.gaze_x[:] = approach(s.gaze_x, g[:, 0], 0.4)
+    s.gaze_y[:] = approach(s.gaze_y, g[:, 1], 0.4)
 
     wide_goal = np.where(is_["startle"] & (phase < 18), 1.0, 0.0)
-    s.eye_wide[:] = _approach(s.eye_wide, np.maximum(wide_goal, s.emo[:, 3]), 0.4)
-    s.mouth[:] = _approach(s.mouth, np.where(speaking > 0, audio, 0.0), 0.7)
+    s.eye_wide[:] = approach(s.eye_wide, np.maximum(wide_goal, s.emo[:, 3]), 0.4)
+    s.mouth[:] = approach(s.mouth, np.where(speaking > 0, audio, 0.0), 0.7)
     onehot = np.eye(5, dtype=np.float32)[emotion]
-    s.emo[:] = _approach(s.emo, onehot, 0.25)
+    s.emo[:] = approach(s.emo, onehot, 0.25)

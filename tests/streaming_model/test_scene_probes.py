@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from streaming_model.condition import ChunkCodes, ChunkCondition, encode, phases
-from streaming_model.manifest import ACTION_NAMES, SCENE, SCENE_ACTIONS, build_manifest
+from streaming_model.manifest import ACTION_NAMES, SCENE, WORLD_ACTION_NAMES, build_manifest
 from streaming_model.probes import Measures, _slice, action_shown, measure
 from streaming_model.scene_probes import (
     SceneMeasures,
@@ -113,7 +113,7 @@ def test_the_ball_in_the_paw_is_told_from_the_ball_on_the_floor(scene_episode: t
 
 def test_every_action_is_recognised_from_truth_frames_in_a_changing_scene(scene_episode: tuple) -> None:
     ep, read = scene_episode
-    names = ACTION_NAMES + tuple(a.name for a in SCENE_ACTIONS)
+    names = WORLD_ACTION_NAMES
     verdicts = collections.defaultdict(list)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
