@@ -11,6 +11,12 @@ teaches the shipped decoder to draw the mouth from the voice (checkpoints in che
 the encoder stays frozen, and half of the encoded chunks are rendered silent, so the decoder learns to
 take the mouth from the voice rather than from the latent (the transformer's latents carry no exact
 per-frame mouth).
+
+    nice -n 19 python -m streaming_model.train.codec_train --scene --voice-taps 3 --face-weight 8 --minutes 20
+
+teaches the shipped decoder (encoder frozen, as with the voice) to draw the scene (light, lamp, rain and
+snow, the door, the ball) from worlds whose scene changes; checkpoints and the exported codec go to
+checkpoints/codec_scene/, the shipped codec stays as it is.
 """
 
 from __future__ import annotations
@@ -34,21 +40,24 @@ from .common import Progress, load_checkpoint, save_checkpoint
 
 CKPT_DIR = Path("checkpoints/codec")
 VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
+SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
 POOL_WORLDS, POOL_CHUNKS = 16, 15  # one refill renders this many worlds x chunks
 
 
-def chunks_of(seed: int, n: int, k: int) -> torch.Tensor:
-    """Random episodes cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
-    ep = random_episode(seed, n, k)
+def chunks_of(seed: int, n: int, k: int, scene: bool = False) -> torch.Tensor:
+    """Random episodes (``scene``: with a changing scene) cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
+    ep = random_episode(seed, n, k, scene)
     return torch.from_numpy(ep.frames.reshape(n * k, 4, *ep.frames.shape[2:]))
 
 
-def voiced_chunks(seed: int, n: int, k: int, taps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def voiced_chunks(
+    seed: int, n: int, k: int, taps: int, scene: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random episodes as (frames, the same rendered silent, voice values): (n*k, 4, H, W, 3) twice and
     (n*k, taps - 1 + 4), each chunk's voice with the taps - 1 values before it."""
     rng = np.random.default_rng(seed)
     identity = rng.integers(0, P.NUM_IDENTITIES, n)
-    codes = random_codes(rng, n, k)
+    codes = random_codes(rng, n, k, scene)
     silent = ChunkCodes(**{**vars(codes), "speaking": np.zeros_like(codes.speaking)})
     frames = [simulate(c, identity).frames.reshape(n * k, 4, 128, 128, 3) for c in (codes, silent)]
     voice = torch.from_numpy(codes.audio * codes.speaking[..., None]).reshape(n, 4 * k)
@@ -81,15 +90,15 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(10 * torch.log10(1.0 / mse))
 
 
-def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool) -> float:
-    """Write the shipped codec weights (fp16); with rescale, first set the latent scale from validation
+def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool, path: Path) -> float:
+    """Write the codec's weights (fp16) to path; with rescale, first set the latent scale from validation
     data (never after the transformer's data was encoded: that would change its latents)."""
     if rescale:
         with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
             z = model.encoder(to_pixels(val)).float()
         model.scale.fill_(float(1.0 / z.std()))
     tensors = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    save_weights(WEIGHTS_DIR / "codec.safetensors", "codec", model.cfg, tensors, info)
+    save_weights(path, "codec", model.cfg, tensors, info)
     return float(model.scale)
 
 
@@ -114,12 +123,18 @@ def main() -> None:
         default=0,
         help="teach the decoder to read this many voice values per frame (implies --decoder-only)",
     )
+    ap.add_argument(
+        "--scene",
+        action="store_true",
+        help=f"teach the decoder the scene from worlds whose scene changes (implies --decoder-only; into {SCENE_CKPT_DIR})",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    taps = args.voice_taps
-    args.decoder_only = args.decoder_only or taps > 0
-    ckpt_dir = VOICE_CKPT_DIR if taps else CKPT_DIR
+    # The scene is taught to the shipped decoder, which reads the voice: keep its taps.
+    taps = args.voice_taps or (load_codec().cfg.voice_taps if args.scene else 0)
+    args.decoder_only = args.decoder_only or taps > 0 or args.scene
+    ckpt_dir = SCENE_CKPT_DIR if args.scene else VOICE_CKPT_DIR if taps else CKPT_DIR
     ckpt_dir.mkdir(parents=True, exist_ok=True)
 
     cfg = CodecConfig(voice_taps=taps)
@@ -145,8 +160,8 @@ def main() -> None:
     def fetch(seed: int, n: int, k: int) -> tuple[torch.Tensor, ...]:
         """(target frames, encoder input frames, voice values) of fresh episodes."""
         if taps:
-            return voiced_chunks(seed, n, k, taps)
-        frames = chunks_of(seed, n, k)
+            return voiced_chunks(seed, n, k, taps, args.scene)
+        frames = chunks_of(seed, n, k, args.scene)
         return frames, frames, torch.zeros(len(frames), 0)
 
     # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
@@ -239,9 +254,10 @@ def main() -> None:
         "steps": step,
         "train_minutes": round(prog.elapsed() / 60, 1),
         "psnr_log": psnr_log[-20:],
-        "hardware": "2 CPU cores (AMD EPYC), bf16 autocast, niced under other work",
+        "hardware": f"{torch.get_num_threads()} CPU threads, bf16 autocast, niced under other work",
     }
-    scale = export(model, val, info, rescale=not args.decoder_only)
+    out = ckpt_dir / "codec.safetensors" if args.scene else WEIGHTS_DIR / "codec.safetensors"
+    scale = export(model, val, info, rescale=not args.decoder_only, path=out)
     print(f"exported codec, latent scale {scale:.4f}", flush=True)
 
 
