@@ -37,16 +37,22 @@ def _blocks(mask: np.ndarray, patch_px: int) -> np.ndarray:
     return blocks.any((-1, -3)).reshape(*any_t.shape[:-2], -1)
 
 
-def token_mask(frames: np.ndarray, patch_px: int = 16) -> np.ndarray:
-    """(..., 4, H, W, 3) uint8 chunks -> (..., 64) bool: does the character touch this token's pixels."""
-    diff = np.abs(frames.astype(np.int16) - _BACKGROUND.astype(np.int16)).sum(-1) > 30
+def token_mask(frames: np.ndarray, scenery: np.ndarray | None = None, patch_px: int = 16) -> np.ndarray:
+    """(..., 4, H, W, 3) uint8 chunks -> (..., 64) bool: does the character (or the ball, small and
+    handled by it) touch this token's pixels. ``scenery``: the same frames without either
+    (``render_scenery``), else today's background."""
+    back = (_BACKGROUND if scenery is None else scenery).astype(np.int16)
+    diff = np.abs(frames.astype(np.int16) - back).sum(-1) > 30
     return _blocks(diff, patch_px)
 
 
-def face_mask(frames: np.ndarray, patch_px: int = 16) -> np.ndarray:
-    """(..., 64) bool: tokens holding eyes or mouth (small features that carry gaze, emotion, lip sync)."""
-    f = frames.astype(np.int16)
-    near = [np.abs(f - c.astype(np.int16)).sum(-1) < 60 for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)]
+def face_mask(frames: np.ndarray, light: np.ndarray | None = None, patch_px: int = 16) -> np.ndarray:
+    """(..., 64) bool: tokens holding eyes or mouth (small features that carry gaze, emotion, lip sync).
+    ``light``: each frame's light (..., 4, 3), divided out first so the face's colours are found at night."""
+    f = frames.astype(np.float32)
+    if light is not None:
+        f = f / np.maximum(light[..., None, None, :], 0.05)
+    near = [np.abs(f - c).sum(-1) < 60 for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)]
     return _blocks(near[0] | near[1] | near[2], patch_px)
 
 
@@ -67,18 +73,20 @@ def reference_latents(codec: Codec) -> np.ndarray:
 
 def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path, scene: bool = False) -> None:
     """Render and encode one shard (in groups of 10 worlds to bound memory); ``scene``: worlds with a
-    changing scene, whose choices the shard keeps as ``scene``. (Token masks compare with today's
-    background, so in a scene every token the scene changes counts as the character's.)"""
+    changing scene, whose choices the shard keeps as ``scene`` (token masks then compare each frame with
+    its scene drawn alone, and the face is found with the light divided out)."""
     lat, masks, faces, codes, ids, scenes = [], [], [], [], [], []
     for g in range(0, episodes, 10):
-        ep = random_episode(seed * 1000 + g, min(10, episodes - g), chunks, scene=scene)
+        ep = random_episode(seed * 1000 + g, min(10, episodes - g), chunks, scene=scene, scenery=scene)
         if ep.codes.scene is not None:
             scenes.append(ep.codes.scene)
         n = ep.frames.shape[0]
-        ch = ep.frames.reshape(n * chunks, 4, *ep.frames.shape[2:])
+        ch = _per_chunk(ep.frames, chunks)
+        alone = None if ep.scenery is None else _per_chunk(ep.scenery, chunks)
+        light = _per_chunk(ep.truth["light"], chunks) if scene else None
         lat.append(encode_chunks(codec, ch).reshape(n, chunks, *codec_latent_shape(codec)))
-        masks.append(token_mask(ch).reshape(n, chunks, -1))
-        faces.append(face_mask(ch).reshape(n, chunks, -1))
+        masks.append(token_mask(ch, alone).reshape(n, chunks, -1))
+        faces.append(face_mask(ch, light).reshape(n, chunks, -1))
         codes.append({f: getattr(ep.codes, f) for f in FIELDS})
         ids.append(ep.identity)
     # Any: a dict of arrays spread into savez could, to mypy, also fill its allow_pickle flag.
@@ -96,6 +104,11 @@ def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path,
         **arrays,
     )
     tmp.replace(path)
+
+
+def _per_chunk(a: np.ndarray, chunks: int) -> np.ndarray:
+    """(N, 4K, ...) per frame -> (N*K, 4, ...) per chunk."""
+    return a.reshape(len(a) * chunks, 4, *a.shape[2:])
 
 
 def codec_latent_shape(codec: Codec) -> tuple[int, int, int]:

@@ -46,21 +46,30 @@ ONSET_FRAMES = 12
 
 
 class Shards:
-    """All latent shards in memory; shard 0 is the validation set."""
+    """All latent shards in memory; shard 0 is the validation set. ``plain``: a folder of shards of
+    today's world trained on beside them (their scene: every part at its default), so that a transformer
+    learning the scene keeps today's world in view."""
 
-    def __init__(self, data_dir: Path = DATA_DIR) -> None:
+    def __init__(self, data_dir: Path = DATA_DIR, plain: Path | None = None) -> None:
         files = sorted(data_dir.glob("shard_*.npz"))
         if len(files) < 2:
             raise SystemExit(f"need at least 2 shards in {data_dir}; run streaming_model.train.dit_data")
         self.files = files
-
-        def load(fs: list[Path]) -> dict[str, np.ndarray]:
-            parts = [dict(np.load(f)) for f in fs]
-            return {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "reference"}
-
         self.reference = np.load(files[0])["reference"].astype(np.float32)
-        self.val = load(files[:1])
-        self.train = load(files[1:])
+        self.val = _load(files[:1])
+        extra = sorted(plain.glob("shard_*.npz")) if plain is not None else []
+        self.train = _load(files[1:] + extra)
+
+
+def _load(files: list[Path]) -> dict[str, np.ndarray]:
+    """The shards' arrays joined along episodes; a shard without a scene gets the default one (zeros)
+    where others have one."""
+    parts = [dict(np.load(f)) for f in files]
+    scene = next((p["scene"] for p in parts if "scene" in p), None)
+    if scene is not None:
+        for p in parts:
+            p.setdefault("scene", np.zeros((*p["action"].shape, scene.shape[-1]), scene.dtype))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "reference"}
 
 
 def sample_levels(gen: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
@@ -214,7 +223,7 @@ def export(
         "steps": step,
         "train_minutes": round(minutes, 1),
         "val_log": val_log[-30:],
-        "hardware": "2 CPU cores (AMD EPYC), bf16 autocast, shared with other work",
+        "hardware": f"{torch.get_num_threads()} CPU threads, bf16 autocast, shared with other work",
     }
     save_weights(path, "dit", ema.cfg, tensors, info)
 
@@ -242,8 +251,8 @@ def main() -> None:
     ap.add_argument(
         "--scene",
         action="store_true",
-        help=f"learn the scene: from the shipped weights grown to read it (dit.with_scene), on {SCENE_DATA_DIR}, "
-        f"checkpoints and weights in {SCENE_CKPT_DIR}",
+        help=f"learn the scene: from the shipped weights grown to read it (dit.with_scene), on {SCENE_DATA_DIR} "
+        f"and any shards of today's world in {DATA_DIR}, checkpoints and weights in {SCENE_CKPT_DIR}",
     )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -275,7 +284,7 @@ def main() -> None:
             info.get("val_log", []),
         )
         print(f"continuing from the shipped weights: step {step}, {elapsed / 60:.1f} min trained", flush=True)
-    shards = Shards(SCENE_DATA_DIR if args.scene else DATA_DIR)
+    shards = Shards(SCENE_DATA_DIR, plain=DATA_DIR) if args.scene else Shards(DATA_DIR)
     print(
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",
         flush=True,

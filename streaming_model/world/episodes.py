@@ -9,7 +9,7 @@ import numpy as np
 from ..condition import ChunkCodes
 from ..manifest import ACTION_INDEX, ACTION_NAMES, FRAMES_PER_CHUNK, SCENE, SCENE_ACTIONS, WORLD_ACTION_NAMES
 from .palette import NUM_IDENTITIES
-from .render import render
+from .render import render, render_scenery
 from .state import WorldState, initial_state, step
 
 # How often each action is drawn (order of ACTION_NAMES).
@@ -61,6 +61,7 @@ class Episode:
     codes: ChunkCodes  # (N, K)
     identity: np.ndarray  # (N,)
     truth: dict[str, np.ndarray]  # field -> (N, 4K) float32; "light" (N, 4K, 3)
+    scenery: np.ndarray | None = None  # (N, 4K, H, W, 3) uint8: each frame without the character, if asked
 
 
 def _segments(rng: np.random.Generator, k: int, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -157,14 +158,18 @@ def reference_chunk(identity: np.ndarray) -> np.ndarray:
     return np.repeat(frame[:, None], FRAMES_PER_CHUNK, axis=1)
 
 
-def simulate(codes: ChunkCodes, identity: np.ndarray, state: WorldState | None = None) -> Episode:
-    """Advance the worlds frame by frame under codes and render every frame."""
+def simulate(
+    codes: ChunkCodes, identity: np.ndarray, state: WorldState | None = None, scenery: bool = False
+) -> Episode:
+    """Advance the worlds frame by frame under codes and render every frame (``scenery``: and each
+    frame's scene without the character, ``render_scenery``)."""
     n, k = codes.action.shape
     s = initial_state(identity) if state is None else state
     reference = reference_chunk(identity)
     frames = np.empty((n, k * FRAMES_PER_CHUNK, *reference.shape[2:]), np.uint8)
     truth = {f: np.empty((n, k * FRAMES_PER_CHUNK), np.float32) for f in TRUTH_FIELDS + SCENE_TRUTH_FIELDS}
     truth["light"] = np.empty((n, k * FRAMES_PER_CHUNK, 3), np.float32)
+    alone = np.empty_like(frames) if scenery else None
     for c in range(k):
         for j in range(FRAMES_PER_CHUNK):
             step(
@@ -181,18 +186,20 @@ def simulate(codes: ChunkCodes, identity: np.ndarray, state: WorldState | None =
             )
             t = c * FRAMES_PER_CHUNK + j
             frames[:, t] = render(s)
+            if alone is not None:
+                alone[:, t] = render_scenery(s)
             for f in TRUTH_FIELDS[:-1]:
                 truth[f][:, t] = getattr(s, f)
             for f in SCENE_TRUTH_FIELDS:
                 truth[f][:, t] = getattr(s, f)
             truth["light"][:, t] = s.light
             truth["surprise"][:, t] = s.emo[:, 3]  # a surprised face opens the mouth a little
-    return Episode(frames, reference, codes, np.asarray(identity), truth)
+    return Episode(frames, reference, codes, np.asarray(identity), truth, alone)
 
 
-def random_episode(seed: int, n: int, k: int, scene: bool = False) -> Episode:
+def random_episode(seed: int, n: int, k: int, scene: bool = False, scenery: bool = False) -> Episode:
     """n random worlds (random identities) over k chunks, reproducible from seed; ``scene``: with a scene
-    that changes and the actions toward it."""
+    that changes and the actions toward it; ``scenery``: with each frame's scene alone (``simulate``)."""
     rng = np.random.default_rng(seed)
     identity = rng.integers(0, NUM_IDENTITIES, n)
-    return simulate(random_codes(rng, n, k, scene), identity)
+    return simulate(random_codes(rng, n, k, scene), identity, scenery=scenery)

@@ -140,6 +140,19 @@ def render(s: WorldState) -> np.ndarray:
     return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
 
 
+def render_scenery(s: WorldState) -> np.ndarray:
+    """What ``render`` draws without the character (its shadow goes with it) and without the ball: the
+    scenery alone, uint8 (N, H, W, 3), for telling what the character is and handles from the rest."""
+    n = len(s.x)
+    if not is_scenic(s):
+        return np.broadcast_to(
+            np.clip(_BACKGROUND + 0.5, 0, 255).astype(np.uint8), (n, FRAME_SIZE, FRAME_SIZE, 3)
+        )
+    back = draw_background(s, _BACKGROUND)
+    _light_and_ball(back, s, None)
+    return np.clip(back + 0.5, 0, 255).astype(np.uint8)
+
+
 def _light_and_ball(frames: np.ndarray, s: WorldState, ball: tuple[np.ndarray, np.ndarray] | None) -> None:
     """What lies in front of the character: a ball not (yet) in the paw, at ``ball``, the light on all of
     it, and the lamp's glow, which gives light rather than takes it."""

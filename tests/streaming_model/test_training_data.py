@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from streaming_model.condition import SCENE_DIM
+from streaming_model.condition import SCENE_DIM, ChunkCodes
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE
 from streaming_model.train.dit_data import build_shard, face_mask, token_mask
 from streaming_model.train.dit_train import SEQ, Batcher, Shards, loss_on, sample_levels
-from streaming_model.world.episodes import reference_chunk
+from streaming_model.world.episodes import random_codes, reference_chunk, simulate
 
 
 def test_face_tokens_are_character_tokens_around_the_head() -> None:
@@ -27,6 +27,25 @@ def test_face_tokens_are_character_tokens_around_the_head() -> None:
     assert 0.1 < char.mean() < 0.4
 
 
+def test_at_night_in_the_rain_the_masks_still_find_the_character_and_its_face_not_the_scene() -> None:
+    codes = random_codes(np.random.default_rng(0), 1, 24, scene=True)
+    scene = np.zeros_like(codes.scene)
+    night_rain = {"light": "night", "weather": "rain", "door": "open", "prop": "ball"}
+    for p, spec in enumerate(SCENE):
+        scene[..., p] = spec.choices.index(night_rain.get(spec.name, spec.choices[0]))
+    idle = ChunkCodes(**{**vars(codes), "action": np.zeros_like(codes.action), "scene": scene})
+    ep = simulate(idle, np.array([2]), scenery=True)
+    assert ep.scenery is not None
+    last = slice(-4, None)  # the light has settled
+    chunk, alone, light = ep.frames[0, last], ep.scenery[0, last], ep.truth["light"][0, last]
+    assert (light < 0.6).all()  # night
+    char = token_mask(chunk, alone)
+    face = face_mask(chunk, light)
+    assert face.any() and (char | ~face).all()
+    assert 0.1 < char.mean() < 0.4  # as in daylight: the character's tokens, not the rain or the door
+    assert token_mask(chunk).mean() > 0.9  # against today's background every token would count
+
+
 def test_noise_levels_concentrate_on_the_two_step_samplers_levels() -> None:
     t = sample_levels(torch.Generator().manual_seed(0), (20_000,))
     assert 0.3 < (t == 1.0).float().mean() < 0.4
@@ -37,10 +56,14 @@ def test_noise_levels_concentrate_on_the_two_step_samplers_levels() -> None:
 
 def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tmp_path: Path) -> None:
     codec = load_codec()
+    for folder in ("scene", "plain"):
+        (tmp_path / folder).mkdir()
     for i in range(2):
-        build_shard(codec, 9_000 + i, 2, SEQ + 2, tmp_path / f"shard_{i:04d}.npz", scene=True)
-    shards = Shards(tmp_path)
-    assert shards.train["scene"].shape == (2, SEQ + 2, len(SCENE))  # a choice per scene part
+        build_shard(codec, 9_000 + i, 2, SEQ + 2, tmp_path / "scene" / f"shard_{i:04d}.npz", scene=True)
+    build_shard(codec, 7_000, 1, SEQ + 2, tmp_path / "plain" / "shard_0000.npz")
+    shards = Shards(tmp_path / "scene", plain=tmp_path / "plain")
+    assert shards.train["scene"].shape == (3, SEQ + 2, len(SCENE))  # a choice per scene part
+    assert shards.train["scene"][:2].any() and not shards.train["scene"][2].any()  # today's world: defaults
     model = with_scene(load_dit()[0])
     batcher = Batcher(model.cfg, shards.train, shards.reference)
     batch = batcher.batch(torch.Generator().manual_seed(0), 2)
