@@ -27,7 +27,7 @@ from .codec import Codec, chunk_voices, to_pixels, to_uint8
 from .condition import SIDE_SIGN, ChunkCondition, ConditionError
 from .kv_cache import CacheMode
 from .linears import Linears
-from .loading import DIT_PATH, load_codec
+from .loading import CODEC_PATH, DIT_PATH, load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
 from .passes import CommitPass
 from .precision import computing
@@ -211,10 +211,15 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=0, help="also run one session of this many chunks")
     ap.add_argument("--scene", action="store_true", help="the scene's choices and actions (scene_evaluate)")
     ap.add_argument("--weights", type=Path, default=DIT_PATH, help="the transformer's weights")
+    ap.add_argument("--codec-weights", type=Path, default=CODEC_PATH, help="the codec's weights")
     args = ap.parse_args()
     seeds = range(args.seeds)
     if args.scene:
-        draw = world_draw if args.world else model_draw(Generator.load(args.weights), args.steps)
+        draw = (
+            world_draw
+            if args.world
+            else model_draw(Generator.load(args.weights, args.codec_weights), args.steps)
+        )
         try:
             figures = run_scene(draw, seeds)
         except ConditionError as exc:
@@ -226,7 +231,7 @@ def main() -> None:
     codec = load_codec() if args.codec else None
     runs = {"world" + "+codec" * args.codec: [run_world(s, codec) for s in seeds]} if args.world else {}
     if not args.world:
-        gen = Generator.load(args.weights)
+        gen = Generator.load(args.weights, args.codec_weights)
         runs["write_time"] = [run_model(gen, s, "write_time", args.steps) for s in seeds]
         if args.compare_naive:
             runs["naive"] = [run_model(gen, s, "naive", args.steps) for s in seeds]

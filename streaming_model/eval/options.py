@@ -7,6 +7,7 @@ not an option, or a value it cannot take, is a ``ValueError`` naming the key and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, get_args
 
 import msgspec
@@ -20,6 +21,7 @@ from ..precision import PRECISIONS
 from ..sampler import STEPS
 
 AUTO = "auto"  # the machine's own choice (``precision.compute_dtype``)
+SHIPPED = "shipped"  # the weights in streaming_model/weights/
 
 
 class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -31,6 +33,8 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     linears: Linears = "float"  # the transformer blocks' matrix products: as trained, or dynamic int8
     cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
     commit_pass: CommitPass = "fused"  # a chunk into the cache in the next chunk's pass, or in one apart
+    dit: str = SHIPPED  # the transformer's weights: the shipped ones, or a file (a trained candidate)
+    codec: str = SHIPPED  # the codec's weights, likewise
 
     def describe(self, names: Sequence[str] | None = None) -> str:
         """``steps=2 cache=write_time precision=auto linears=float cache_noise=0 commit_pass=fused``: every
@@ -76,6 +80,12 @@ def _noise(text: str) -> float:
     return value
 
 
+def _weights(text: str) -> str:
+    if text != SHIPPED and not Path(text).is_file():
+        raise ValueError
+    return text
+
+
 _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "steps": (_steps, "an integer >= 1"),
     "cache": (_cache, " or ".join(get_args(CacheMode))),
@@ -83,6 +93,8 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "linears": (_linears, " or ".join(LINEARS)),
     "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
     "commit_pass": (check_commit_pass, " or ".join(COMMIT_PASSES)),
+    "dit": (_weights, f"{SHIPPED} or a weights file that exists"),
+    "codec": (_weights, f"{SHIPPED} or a weights file that exists"),
 }
 
 

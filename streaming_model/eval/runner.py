@@ -14,16 +14,18 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from pathlib import Path
 
 import msgspec
 import torch
 
 from ..evaluate import run_model
+from ..loading import CODEC_PATH, DIT_PATH
 from ..precision import PRECISIONS, compute_dtype
 from ..runtime import Generator
 from .drift import Drift, run_drift
 from .metrics import seed_metrics
-from .options import AUTO, RunOptions, Script
+from .options import AUTO, SHIPPED, RunOptions, Script
 
 
 class SeedScores(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,7 +79,7 @@ def run_configurations(
 def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
     """One seed of the scripted evaluation and the drift probe under ``options`` (in this process)."""
     t0 = time.perf_counter()
-    gen = _generator()
+    gen = _generator(options.dit, options.codec)
     result = run_model(
         gen,
         seed,
@@ -101,9 +103,11 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
 
 
 @functools.cache
-def _generator() -> Generator:
-    """The worker's model, loaded by its first seed."""
-    return Generator.load()
+def _generator(dit: str, codec: str) -> Generator:
+    """The worker's model from these weights, loaded by its first seed that asks for them."""
+    return Generator.load(
+        DIT_PATH if dit == SHIPPED else Path(dit), CODEC_PATH if codec == SHIPPED else Path(codec)
+    )
 
 
 def _start_worker(precision: str) -> None:

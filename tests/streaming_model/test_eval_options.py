@@ -17,9 +17,14 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert options == RunOptions(steps=1, cache="naive", precision="fp32", cache_noise=0.5)
     assert (
         options.describe()
-        == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5 commit_pass=fused"
+        == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5 commit_pass=fused dit=shipped codec=shipped"
     )
     assert options.describe(["cache"]) == "cache=naive"
+
+
+def test_a_candidate_can_be_other_weights_given_as_files() -> None:
+    options = parse_options(["dit=streaming_model/weights/dit.safetensors"])
+    assert options.dit == "streaming_model/weights/dit.safetensors" and options.codec == "shipped"
 
 
 @pytest.mark.parametrize(
@@ -33,6 +38,7 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
         ("cache_noise=-1", "option cache_noise takes a number >= 0"),
         ("cache_noise=nan", "option cache_noise takes a number >= 0"),
         ("steps", "option 'steps': write it as KEY=VALUE"),
+        ("dit=/no/such/dit.safetensors", "option dit takes shipped or a weights file that exists"),
     ],
 )
 def test_a_bad_option_names_the_key_and_what_it_takes(item: str, says: str) -> None:
