@@ -5,12 +5,14 @@ names the ones it takes, and a wrong name, option or value is a ``ValueError`` s
 do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``float`` or ``int8``,
 ``streaming_model.linears``), ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
 ``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
-``streaming_model.passes``); the world takes its clock and picture size.
+``streaming_model.passes``), ``dit`` and ``codec`` (weights files other than the shipped ones: a trained
+candidate, served before it is promoted); the world takes its clock and picture size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .backend import Backend
@@ -59,8 +61,21 @@ def _commit_pass(_key: str, text: str) -> CommitPass:
     return check_commit_pass(text)
 
 
+def _file(key: str, text: str) -> Path:
+    if not Path(text).is_file():
+        raise ValueError(f"backend option {key} must name a weights file that exists, got {text[:80]!r}")
+    return Path(text)
+
+
 _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
-    "tiny": {"steps": _integer, "linears": _linears, "max_batch": _integer, "commit_pass": _commit_pass},
+    "tiny": {
+        "steps": _integer,
+        "linears": _linears,
+        "max_batch": _integer,
+        "commit_pass": _commit_pass,
+        "dit": _file,
+        "codec": _file,
+    },
     "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
 }
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -32,6 +33,7 @@ from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
+from .loading import CODEC_PATH, DIT_PATH
 from .manifest import FRAMES_PER_CHUNK
 from .passes import CommitPass, PendingChunk
 from .runtime import Generator, Session, SessionSnapshot
@@ -150,9 +152,14 @@ class TinyBackend:
         linears: Linears = "float",
         max_batch: int = MAX_BATCH,
         commit_pass: CommitPass = "fused",
+        dit: Path = DIT_PATH,
+        codec: Path = CODEC_PATH,
     ) -> TinyBackend:
-        """The shipped weights (``WeightsError`` if missing or corrupt), warmed up."""
-        return cls(Generator.load(), steps, linears=linears, max_batch=max_batch, commit_pass=commit_pass)
+        """The shipped weights, or the ``dit`` and ``codec`` files given (``WeightsError`` if missing or
+        corrupt), warmed up."""
+        return cls(
+            Generator.load(dit, codec), steps, linears=linears, max_batch=max_batch, commit_pass=commit_pass
+        )
 
     @property
     def manifest(self) -> BackendManifest:
