@@ -312,8 +312,10 @@ def main() -> None:
         )
         export(ema, step, prog.elapsed() / 60, val_log, exported)
 
+    first_step = step
     while time.time() < t_end:
-        lr = args.lr * min(1.0, (step + 1) / 300)
+        # Warm up from this run's first step: a run from the shipped weights starts with fresh moments.
+        lr = args.lr * min(1.0, (step - first_step + 1) / 300)
         if args.lr_end is not None:  # by the clock: steps per second vary with what else runs here
             done = 1.0 - max(0.0, t_end - time.time()) / (args.minutes * 60)
             lr = lr + (args.lr_end - lr) * done
