@@ -37,13 +37,12 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
 
 from agent.bounds import MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS
-from agent.idle import IdleState, IdleVariety
+from agent.idle import IdleVariety
 from agent.plans import (
     SOURCE_RANK,
     WALK_SPEED_PER_S,
@@ -60,7 +59,6 @@ from agent.plans import (
     Source,
     Speech,
     SpeechFacts,
-    Timing,
     behavior_channels,
     block_length_s,
     causes_of,
@@ -79,6 +77,8 @@ from agent.progress import (
     StrokeReached,
     UnshownReason,
 )
+from agent.realizer_outputs import ChunkOutput, SpeechCue, Submission
+from agent.realizer_state import SNAPSHOT_FIELDS, Entry, Proposal, RealizerSnapshot, RealizerState, Voice
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Event
@@ -91,247 +91,11 @@ SPEECH_WAIT_S = 10.0
 """How long speech waits for a voice held by a higher source before it is given up."""
 
 
-class SpeechCue(msgspec.Struct, frozen=True):
-    """Speech the server should synthesise and play from the start of ``chunk``."""
-
-    speech_id: str
-    block_id: str
-    source: str
-    text: str
-    emotion: str | None
-    estimate_s: float
-    chunk: int
-    cause: str | None = None
-    """The input its block answers (``Block.cause``): its stages are traced under that id."""
-    open: bool = False
-    """More text follows (``Realizer.open_speech``): a later ``speech_extend`` cue carries the whole text;
-    until then the voice must not end when it runs out of audio."""
-
-
-class ChunkOutput(msgspec.Struct, frozen=True):
-    """Everything the realizer decided for one chunk.
-
-    speech_stop: ids of speech to cut now (the server answers with ``speech_interrupted``).
-    reflects: ids of events whose blocks first show in this chunk. owners: channel -> block id.
-    """
-
-    chunk: int
-    condition: ChunkCondition
-    speech_start: tuple[SpeechCue, ...] = ()
-    speech_stop: tuple[str, ...] = ()
-    scene_events: tuple[str, ...] = ()
-    reflects: tuple[str, ...] = ()
-    owners: dict[str, str] = {}
-    speech_extend: tuple[SpeechCue, ...] = ()
-    """Open speech already cued, now with its whole text (it starts with the text cued before)."""
-
-
-class Submission(msgspec.Struct, frozen=True):
-    """The realizer's answer to ``submit``: accepted or not, and why not."""
-
-    block_id: str
-    accepted: bool
-    reason: str = ""
-    after: tuple[str, ...] = ()
-
-
-@dataclass
-class _Voice:
-    """One speech behavior's life: when it started and what the voice reported."""
-
-    speech_id: str
-    behavior: Speech
-    start: int | None = None
-    cued: int | None = None
-    """The chunk whose output cued it; ``start`` moves later when the voice reports a delay."""
-    duration_s: float | None = None
-    stopped_s: float | None = None
-    envelope: tuple[float, ...] = ()
-    announced: bool = False
-    """``started`` was published: later duration updates from a streaming voice only retime."""
-    finished: bool = False
-    """No longer speaking, as far as the realizer is concerned (ended, cut, or never started)."""
-    open: bool = False
-    """More text is to come (``open_speech``): the voice does not end before ``extend_speech``."""
-    owed_start: bool = False
-    """``started`` is due but held until the whole text is known (open speech)."""
-
-    @property
-    def playing(self) -> bool:
-        return self.start is not None and not self.finished
-
-
-@dataclass(eq=False)  # identity: an entry is found in lists by what it is, not field by field
-class _Entry:
-    """A submitted block: waiting (``start`` None) or running."""
-
-    block: Block
-    seq: int
-    submitted: int
-    after: set[str]
-    start: int | None = None
-    position: float = 0.0
-    timings: dict[str, Timing] = field(default_factory=dict)
-    shift: float | None = None
-    fixed: dict[str, int] = field(default_factory=dict)
-    voices: dict[str, _Voice] = field(default_factory=dict)
-    strokes: set[str] = field(default_factory=set)
-    reflected: bool = False
-    open: bool = False
-    """Its speech is open (``Realizer.open_speech``) until ``extend_speech`` gives the whole text."""
-
-    @property
-    def rank(self) -> tuple[int, int, int]:
-        return (SOURCE_RANK[self.block.source], self.block.priority, self.seq)
-
-
 TickListener = Callable[[int], None]
 SpeechListener = Callable[[str], None]
 
 RECENT_CAUSES = 1024
 """How many recent causes the realizer remembers having been given a block for (``caused``)."""
-
-_SNAPSHOT_FIELDS = (
-    "_entries",
-    "_voices",
-    "_epochs",
-    "_stops",
-    "_last_k",
-    "_position_before",
-    "_reflected",
-    "_counter",
-    "position",
-    "locks",
-    "idle",
-    "_interrupts",
-    "_extends",
-    "scene",
-    "_scene_before",
-)
-
-
-class RealizerState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A realizer snapshot as plain data (what a story checkpoint stores; see ``RealizerSnapshot.to_state``).
-
-    entries: every block entry the snapshot holds, the realizer's own (waiting or running) first, then
-    those only a voice still refers to (a block that ended while its speech plays on); ``active`` counts
-    the first. voices: speech id -> (index into ``entries``, id of the speech behavior in that entry's
-    voices), so that a voice and its entry stay one object after a decode, as the realizer needs.
-    """
-
-    entries: list[_Entry]
-    active: int
-    voices: dict[str, tuple[int, str]]
-    epochs: dict[str, int]
-    stops: list[str]
-    last_k: int
-    position_before: float
-    reflected: set[str]
-    counter: int
-    position: float
-    locks: dict[str, str]
-    idle: IdleState
-    interrupts: list[str] = []
-    """Interrupt events the next chunk decided reflects."""
-    extends: list[SpeechCue] = []
-    """Open speech extended since the last chunk decided (its cue with the whole text)."""
-    scene: dict[str, str] = {}
-    """The scene's parts set so far (part -> choice); a realizer from before the scene has none."""
-    scene_before: dict[str, str] = {}
-
-
-@dataclass
-class Proposal:
-    """A speculative re-decision (``Realizer.propose``): ``output`` holds only once committed."""
-
-    output: ChunkOutput
-    _before: dict[str, object]
-    _held: list[Event]
-
-
-@dataclass(frozen=True)
-class RealizerSnapshot:
-    """An opaque copy of a realizer's state (see ``Realizer.snapshot``)."""
-
-    state: dict[str, object]
-
-    def to_state(self) -> RealizerState:
-        """The snapshot as plain data, for a format that cannot run code (``from_state`` reads it back)."""
-        st: dict[str, Any] = self.state
-        active: list[_Entry] = st["_entries"]
-        voiced: dict[str, tuple[_Entry, _Voice]] = st["_voices"]
-        entries = list(active)
-        index = {id(entry): i for i, entry in enumerate(entries)}
-        voices: dict[str, tuple[int, str]] = {}
-        for speech_id, (entry, voice) in voiced.items():
-            if id(entry) not in index:
-                index[id(entry)] = len(entries)
-                entries.append(entry)
-            key = next((k for k, v in entry.voices.items() if v is voice), None)
-            if key is None:
-                raise ValueError(f"realizer snapshot: voice {speech_id!r} is not one of its block's voices")
-            voices[speech_id] = (index[id(entry)], key)
-        return RealizerState(
-            entries=entries,
-            active=len(active),
-            voices=voices,
-            epochs=st["_epochs"],
-            stops=st["_stops"],
-            last_k=st["_last_k"],
-            position_before=st["_position_before"],
-            reflected=st["_reflected"],
-            counter=st["_counter"],
-            position=st["position"],
-            locks=st["locks"],
-            idle=st["idle"].state(),
-            interrupts=st["_interrupts"],
-            extends=st["_extends"],
-            scene=st["scene"],
-            scene_before=st["_scene_before"],
-        )
-
-    @classmethod
-    def from_state(cls, state: RealizerState) -> RealizerSnapshot:
-        """The snapshot ``to_state`` described; ``ValueError`` if its parts do not fit together."""
-        entries = state.entries
-        if not 0 <= state.active <= len(entries):
-            raise ValueError(f"realizer state: {state.active} active entries of {len(entries)}")
-        for entry in entries:
-            # Arbitration tells a voice's speech by identity with its block's behavior: make them one again.
-            speech = {b.id: b for b in entry.block.behaviors if isinstance(b, Speech)}
-            for key, voice in entry.voices.items():
-                if speech.get(key) != voice.behavior:
-                    raise ValueError(
-                        f"realizer state: voice {key!r} is not a speech of block {entry.block.id!r}"
-                    )
-                voice.behavior = speech[key]
-        voices: dict[str, tuple[_Entry, _Voice]] = {}
-        for speech_id, (i, key) in state.voices.items():
-            found = entries[i].voices.get(key) if 0 <= i < len(entries) else None
-            if found is None:
-                raise ValueError(f"realizer state: voice {speech_id!r} names no voice of its entry")
-            voices[speech_id] = (entries[i], found)
-        if set(state.epochs) != set(SOURCE_RANK):
-            raise ValueError(f"realizer state: epochs of {sorted(state.epochs)}, not of every source")
-        return cls(
-            {
-                "_entries": entries[: state.active],
-                "_voices": voices,
-                "_epochs": dict(state.epochs),
-                "_stops": list(state.stops),
-                "_last_k": state.last_k,
-                "_position_before": state.position_before,
-                "_reflected": set(state.reflected),
-                "_counter": state.counter,
-                "position": state.position,
-                "locks": dict(state.locks),
-                "idle": IdleVariety.from_state(state.idle),
-                "_interrupts": list(state.interrupts),
-                "_extends": list(state.extends),
-                "scene": dict(state.scene),
-                "_scene_before": dict(state.scene_before),
-            }
-        )
 
 
 class Realizer:
@@ -362,8 +126,8 @@ class Realizer:
         self._stamp = Stamper(session, prefix="r")
         self._counter = 0
         self._epochs: dict[str, int] = dict.fromkeys(SOURCE_RANK, 0)
-        self._entries: list[_Entry] = []
-        self._voices: dict[str, tuple[_Entry, _Voice]] = {}
+        self._entries: list[Entry] = []
+        self._voices: dict[str, tuple[Entry, Voice]] = {}
         self._stops: list[str] = []
         self._listeners: list[TickListener] = []
         self._speech_listeners: list[SpeechListener] = []
@@ -439,7 +203,7 @@ class Realizer:
         if not block.id or any(e.block.id == block.id for e in self._entries):
             block = msgspec.structs.replace(block, id=f"{block.source}-{self._counter + 1}")
         self._counter += 1
-        entry = _Entry(block=block, seq=self._counter, submitted=self._last_k + 1, after=set())
+        entry = Entry(block=block, seq=self._counter, submitted=self._last_k + 1, after=set())
         if block.epoch < self._epochs[block.source]:
             self._publish_plan(BlockDropped, entry, reason="stale")
             self._unshown(entry, "stale")
@@ -509,7 +273,7 @@ class Realizer:
             voice.duration_s = said + estimate_speech_s(new_speech.text[len(old.text) :])
         voice.behavior, voice.open = new_speech, False
         entry.voices = {
-            b.id: voice if b.id == old.id else _Voice(f"{block_id}/{b.id}", b)
+            b.id: voice if b.id == old.id else Voice(f"{block_id}/{b.id}", b)
             for b in entry.block.behaviors
             if isinstance(b, Speech)
         }
@@ -566,12 +330,12 @@ class Realizer:
     def snapshot(self) -> RealizerSnapshot:
         """Everything that decides the next chunks (blocks, voices, epochs, clock, position, idle schedule),
         for a story checkpoint: ``restore`` it and the same inputs give the same chunks again."""
-        return RealizerSnapshot(copy.deepcopy({name: getattr(self, name) for name in _SNAPSHOT_FIELDS}))
+        return RealizerSnapshot(copy.deepcopy({name: getattr(self, name) for name in SNAPSHOT_FIELDS}))
 
     def state(self) -> RealizerState:
         """What ``snapshot`` holds, as plain data, without copying it: it shares the realizer's own objects,
         so encode it before the realizer moves on (a handover note does, on the spot)."""
-        return RealizerSnapshot({name: getattr(self, name) for name in _SNAPSHOT_FIELDS}).to_state()
+        return RealizerSnapshot({name: getattr(self, name) for name in SNAPSHOT_FIELDS}).to_state()
 
     def restore(self, snapshot: RealizerSnapshot) -> None:
         """Go back to a ``snapshot`` (tick listeners such as a script keep their own state). An input whose
@@ -671,7 +435,7 @@ class Realizer:
         self._check_closed()
         if k != self._last_k:
             raise ValueError(f"only the last ticked chunk {self._last_k} can be re-decided, not {k}")
-        before = copy.deepcopy({name: getattr(self, name) for name in _SNAPSHOT_FIELDS})
+        before = copy.deepcopy({name: getattr(self, name) for name in SNAPSHOT_FIELDS})
         self._held = []
         try:
             output = self.tick(k)
@@ -797,7 +561,7 @@ class Realizer:
                 entry.start = k
                 entry.position = self.position
                 entry.voices = {
-                    b.id: _Voice(f"{block.id}/{b.id}", b, open=entry.open)
+                    b.id: Voice(f"{block.id}/{b.id}", b, open=entry.open)
                     for b in block.behaviors
                     if isinstance(b, Speech)
                 }
@@ -806,7 +570,7 @@ class Realizer:
                 self._retime(entry)
                 self._publish_plan(BlockStarted, entry)
 
-    def _retime(self, entry: _Entry) -> None:
+    def _retime(self, entry: Entry) -> None:
         """Resolve the block's timings again (new speech facts, speech started late); started behaviors
         stay where they are."""
         assert entry.start is not None
@@ -819,12 +583,12 @@ class Realizer:
             entry.block, facts, entry.position, pinned, entry.shift, chunk_s=self.manifest.chunk_s
         )
 
-    def _start_chunk(self, entry: _Entry, b: Behavior) -> int:
+    def _start_chunk(self, entry: Entry, b: Behavior) -> int:
         """The chunk behavior ``b`` starts in: started behaviors keep their start chunk."""
         assert entry.start is not None
         return entry.fixed.get(b.id, entry.start + round(entry.timings[b.id].start / self.manifest.chunk_s))
 
-    def _span(self, entry: _Entry, b: Behavior, block_end: int | None = None) -> tuple[int, int]:
+    def _span(self, entry: Entry, b: Behavior, block_end: int | None = None) -> tuple[int, int]:
         """Chunks [start, end) of behavior ``b``; ``block_end`` is ``_end_chunk(entry)`` when the caller has
         it (a behavior that lasts until the block ends needs it, and it costs a pass over the block)."""
         assert entry.start is not None
@@ -843,7 +607,7 @@ class Realizer:
             return start, self._end_chunk(entry) if block_end is None else block_end
         return start, max(start + 1, entry.start + round(t.end / self.manifest.chunk_s))
 
-    def _end_chunk(self, entry: _Entry) -> int:
+    def _end_chunk(self, entry: Entry) -> int:
         assert entry.start is not None
         end = entry.start + max(
             1, round(block_length_s(entry.timings, self.manifest.chunk_s) / self.manifest.chunk_s)
@@ -855,9 +619,9 @@ class Realizer:
 
     def _arbitrate(
         self, k: int, cues: list[SpeechCue]
-    ) -> tuple[dict[str, str], dict[str, tuple[_Entry, Behavior | None]]]:
+    ) -> tuple[dict[str, str], dict[str, tuple[Entry, Behavior | None]]]:
         """Give each channel to its best claim in chunk ``k``; start won speech, cut outranked speech."""
-        claims: dict[Channel, list[tuple[tuple[int, int, int, int], _Entry, Behavior | None]]] = {}
+        claims: dict[Channel, list[tuple[tuple[int, int, int, int], Entry, Behavior | None]]] = {}
         b: Behavior | None
         for entry in self._entries:
             if entry.start is None:
@@ -879,7 +643,7 @@ class Realizer:
                     continue
                 for channel in behavior_channels(b):
                     claims.setdefault(channel, []).append(((*rank, start), entry, b))
-        winners: dict[str, tuple[_Entry, Behavior | None]] = {}
+        winners: dict[str, tuple[Entry, Behavior | None]] = {}
         for channel, options in claims.items():
             _, entry, b = max(options, key=lambda o: o[0])
             winners[channel] = (entry, b)
@@ -915,14 +679,14 @@ class Realizer:
         owners = {channel: entry.block.id for channel, (entry, _) in winners.items()}
         return owners, winners
 
-    def _finish_voice(self, entry: _Entry, voice: _Voice) -> None:
+    def _finish_voice(self, entry: Entry, voice: Voice) -> None:
         """Speech reached its end (estimate mode reports it; the server reports its own)."""
         voice.finished = True
         if self.voice == "estimate":
             del self._voices[voice.speech_id]
             self._publish_speech(entry, voice, "ended")
 
-    def _cut_voice(self, entry: _Entry, voice: _Voice, k: int) -> None:
+    def _cut_voice(self, entry: Entry, voice: Voice, k: int) -> None:
         """Speech lost the voice before its end: stop it (it cannot resume)."""
         assert voice.start is not None
         self._stops.append(voice.speech_id)
@@ -938,7 +702,7 @@ class Realizer:
             self._retime(entry)
 
     def _condition(
-        self, k: int, winners: dict[str, tuple[_Entry, Behavior | None]]
+        self, k: int, winners: dict[str, tuple[Entry, Behavior | None]]
     ) -> tuple[ChunkCondition, tuple[str, ...]]:
         idle = self.idle.at(k, self.manifest)
         action, target, paw, side = "idle", (0.0, 0.0), "right", "other"
@@ -1006,7 +770,7 @@ class Realizer:
         )
         return condition, scene
 
-    def _envelope(self, voice: _Voice, k: int) -> tuple[float, ...]:
+    def _envelope(self, voice: Voice, k: int) -> tuple[float, ...]:
         """The voice's loudness for chunk k's frames: reported by the server, or a syllable-like guess."""
         assert voice.start is not None
         n, fps = self.manifest.frames_per_chunk, self.manifest.fps
@@ -1036,12 +800,12 @@ class Realizer:
 
     # ---------------------------------------------------------------------------------- endings
 
-    def _drop(self, entry: _Entry, reason: Literal["stale", "expired", "replaced", "interrupted"]) -> None:
+    def _drop(self, entry: Entry, reason: Literal["stale", "expired", "replaced", "interrupted"]) -> None:
         self._entries.remove(entry)
         self._publish_plan(BlockDropped, entry, reason=reason)
         self._unshown(entry, reason)
 
-    def _interrupt(self, entry: _Entry, reason: Literal["interrupt", "replaced", "stale"]) -> None:
+    def _interrupt(self, entry: Entry, reason: Literal["interrupt", "replaced", "stale"]) -> None:
         self._entries.remove(entry)
         for voice in entry.voices.values():
             if voice.playing:
@@ -1049,7 +813,7 @@ class Realizer:
         self._publish_plan(BlockInterrupted, entry, reason=reason)
         self._unshown(entry, reason)
 
-    def _unshown(self, entry: _Entry, reason: UnshownReason) -> None:
+    def _unshown(self, entry: Entry, reason: UnshownReason) -> None:
         """``entry`` has left: for each of its causes that never showed, if it was the cause's last block,
         say so."""
         detail = f"{entry.block.source} block {entry.block.label or entry.block.id!r} {reason}"
@@ -1066,7 +830,7 @@ class Realizer:
         elif self.bus is not None:
             self.bus.publish_nowait(event)
 
-    def _publish_plan(self, kind: type[Event], entry: _Entry, **fields: Any) -> None:
+    def _publish_plan(self, kind: type[Event], entry: Entry, **fields: Any) -> None:
         block = entry.block
         self._publish(
             self._stamp(
@@ -1080,14 +844,14 @@ class Realizer:
             )
         )
 
-    def _announce(self, entry: _Entry, voice: _Voice) -> None:
+    def _announce(self, entry: Entry, voice: Voice) -> None:
         """``started``, now or, for open speech, once its whole text is known."""
         if voice.open:
             voice.owed_start = True
         else:
             self._publish_speech(entry, voice, "started")
 
-    def _owed_start(self, entry: _Entry, voice: _Voice) -> None:
+    def _owed_start(self, entry: Entry, voice: Voice) -> None:
         """Speech that ends or is cut while still open: its held ``started`` goes first."""
         if voice.owed_start:
             voice.owed_start = False
@@ -1095,8 +859,8 @@ class Realizer:
 
     def _publish_speech(
         self,
-        entry: _Entry,
-        voice: _Voice,
+        entry: Entry,
+        voice: Voice,
         state: Literal["started", "ended", "interrupted"],
         heard_text: str | None = None,
     ) -> None:
