@@ -16,7 +16,15 @@ per-frame mouth).
 
 teaches the shipped decoder (encoder frozen, as with the voice) to draw the scene (light, lamp, rain and
 snow, the door, the ball) from worlds whose scene changes; checkpoints and the exported codec go to
-checkpoints/codec_scene/, the shipped codec stays as it is.
+checkpoints/codec_scene/, the shipped codec stays as it is. The frozen encoder loses rain, snow and a ball
+in the air or in the paw (measured: 0 through it however the decoder is trained), so
+
+    nice -n 19 python -m streaming_model.train.codec_train --scene --anchor 1 --face-weight 8 --minutes 20
+
+trains the encoder too (into checkpoints/codec_scene_anchored/), anchored: half of the chunks are today's
+world, whose latents are pulled toward the shipped encoder's, so that what the transformer learned of them
+still holds while the scene finds room in the latents. The transformer's shards must then be encoded again
+with it (``dit_data --codec``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from .common import Progress, load_checkpoint, save_checkpoint
 CKPT_DIR = Path("checkpoints/codec")
 VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
 SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
+ANCHORED_CKPT_DIR = Path("checkpoints/codec_scene_anchored")
 POOL_WORLDS, POOL_CHUNKS = 16, 15  # one refill renders this many worlds x chunks
 
 
@@ -128,13 +137,29 @@ def main() -> None:
         action="store_true",
         help=f"teach the decoder the scene from worlds whose scene changes (implies --decoder-only; into {SCENE_CKPT_DIR})",
     )
+    ap.add_argument(
+        "--anchor",
+        type=float,
+        default=0.0,
+        help=f"with --scene: train the encoder too, its latents of today's world pulled toward the shipped "
+        f"encoder's with this weight (into {ANCHORED_CKPT_DIR})",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     # The scene is taught to the shipped decoder, which reads the voice: keep its taps.
     taps = args.voice_taps or (load_codec().cfg.voice_taps if args.scene else 0)
-    args.decoder_only = args.decoder_only or taps > 0 or args.scene
-    ckpt_dir = SCENE_CKPT_DIR if args.scene else VOICE_CKPT_DIR if taps else CKPT_DIR
+    anchored = args.scene and args.anchor > 0
+    args.decoder_only = (args.decoder_only or taps > 0 or args.scene) and not anchored
+    ckpt_dir = (
+        ANCHORED_CKPT_DIR
+        if anchored
+        else SCENE_CKPT_DIR
+        if args.scene
+        else VOICE_CKPT_DIR
+        if taps
+        else CKPT_DIR
+    )
     ckpt_dir.mkdir(parents=True, exist_ok=True)
 
     cfg = CodecConfig(voice_taps=taps)
@@ -156,16 +181,26 @@ def main() -> None:
         model.encoder.load_state_dict(shipped.encoder.state_dict())
         model.scale.copy_(shipped.scale)
         model.encoder.requires_grad_(False)
+    anchor = load_codec() if anchored else None  # the shipped encoder, which made the transformer's latents
+    if anchor is not None:
+        if ck is None:
+            model.load_state_dict(anchor.state_dict())
+        model.scale.copy_(anchor.scale)
+        anchor.requires_grad_(False)
 
     def fetch(seed: int, n: int, k: int) -> tuple[torch.Tensor, ...]:
-        """(target frames, encoder input frames, voice values) of fresh episodes."""
+        """(target frames, encoder input frames, voice values, today's world?) of fresh episodes; anchored,
+        every other seed's worlds are today's."""
+        scene = args.scene and not (anchored and seed % 2)
         if taps:
-            return voiced_chunks(seed, n, k, taps, args.scene)
-        frames = chunks_of(seed, n, k, args.scene)
-        return frames, frames, torch.zeros(len(frames), 0)
+            parts = voiced_chunks(seed, n, k, taps, scene)
+        else:
+            frames = chunks_of(seed, n, k, scene)
+            parts = frames, frames, torch.zeros(len(frames), 0)
+        return (*parts, torch.full((len(parts[0]),), not scene))
 
     # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
-    val, _, val_voice = fetch(10_000, 8, 4)
+    val, _, val_voice, _ = fetch(10_000, 8, 4)
     pool = [
         torch.cat(parts)
         for parts in zip(*(fetch(step + i, POOL_WORLDS, POOL_CHUNKS) for i in range(8)), strict=True)
@@ -194,7 +229,7 @@ def main() -> None:
             },
         )
 
-    loss_acc = 0.0
+    loss_acc = drift_acc = 0.0
     while time.time() < t_end:
         if step % 100 == 0 and step > 0:  # swap an eighth of the pool for fresh episodes
             fresh = fetch(refill_seed, POOL_WORLDS, POOL_CHUNKS)
@@ -224,6 +259,13 @@ def main() -> None:
             y = decode(zn, voice)
         err = y.float() - x
         loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
+        today = pool[3][pick]
+        if anchor is not None and today.any():
+            with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+                z0 = anchor.encoder(x_in[today])
+            drift = ((z[today].float() - z0.float()) * model.scale).pow(2).mean()
+            loss = loss + args.anchor * drift
+            drift_acc += drift.item()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -232,7 +274,9 @@ def main() -> None:
         loss_acc += loss.item()
         if step % 50 == 0:
             metrics = {"loss": loss_acc / 50, "lr": lr}
-            loss_acc = 0.0
+            if anchor is not None:  # how far today's world's latents moved (normalised units, squared)
+                metrics["drift"] = drift_acc / 50
+            loss_acc = drift_acc = 0.0
             if step % 200 == 0:
                 with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
                     rec = torch.cat(
