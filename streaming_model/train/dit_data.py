@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..codec import Codec, to_pixels
-from ..loading import load_codec
+from ..loading import CODEC_PATH, load_codec
 from ..world import palette as P
 from ..world.episodes import random_episode, reference_chunk
 from ..world.palette import NUM_IDENTITIES
@@ -126,11 +126,17 @@ def main() -> None:
     ap.add_argument(
         "--scene", action="store_true", help=f"worlds with a changing scene, into {SCENE_DATA_DIR}"
     )
+    ap.add_argument(
+        "--codec",
+        type=Path,
+        default=CODEC_PATH,
+        help="encode with this codec (one whose encoder was trained too: codec_train --anchor)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     data_dir = SCENE_DATA_DIR if args.scene else DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
-    codec = load_codec()
+    codec = load_codec(args.codec)
     for i in range(args.shards):
         path = data_dir / f"shard_{i:04d}.npz"
         if path.exists():
