@@ -301,7 +301,7 @@ def main() -> None:
         "hardware": f"{torch.get_num_threads()} CPU threads, bf16 autocast, niced under other work",
     }
     out = ckpt_dir / "codec.safetensors" if args.scene else WEIGHTS_DIR / "codec.safetensors"
-    scale = export(model, val, info, rescale=not args.decoder_only, path=out)
+    scale = export(model, val, info, rescale=not (args.decoder_only or anchored), path=out)
     print(f"exported codec, latent scale {scale:.4f}", flush=True)
 
 
