@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,20 +148,32 @@ def run_world(seed: int, codec: Codec | None = None) -> SeedResult:
     of what a model decoded by that codec can score)."""
     identity = seed % NUM_IDENTITIES
     conds, segments = script(seed)
-    frames = world_frames(conds, identity)
-    if codec is not None:
-        chunks = torch.from_numpy(frames.reshape(-1, FRAMES_PER_CHUNK, *frames.shape[1:]))
-        voice = torch.tensor([c.voice for c in conds]).reshape(1, -1)
-        per_chunk = chunk_voices(voice, codec.cfg.voice_taps)[0]
-        with computing():
-            rec = codec.decode(codec.encode(to_pixels(chunks)), per_chunk)
-            frames = to_uint8(rec.float()).numpy().reshape(frames.shape)
-    return score(frames, identity, segments)
+    draw = world_draw if codec is None else codec_draw(codec)
+    return score(draw(conds, identity, seed), identity, segments)
 
 
 def world_draw(conds: list[ChunkCondition], identity: int, seed: int) -> np.ndarray:
     """The procedural world's frames for a script (the seed changes nothing there)."""
     return world_frames(conds, identity)
+
+
+def codec_draw(codec: Codec) -> Callable[[list[ChunkCondition], int, int], np.ndarray]:
+    """The world's frames for a script encoded and decoded by ``codec`` (with the script's voice): the
+    ceiling of what a model decoded by that codec can score."""
+
+    def draw(conds: list[ChunkCondition], identity: int, seed: int) -> np.ndarray:
+        frames = world_frames(conds, identity)
+        chunks = torch.from_numpy(frames.reshape(-1, FRAMES_PER_CHUNK, *frames.shape[1:]))
+        voice = torch.tensor([c.voice for c in conds]).reshape(1, -1)
+        per_chunk = chunk_voices(voice, codec.cfg.voice_taps)[0]
+        out = []
+        with computing():
+            for i in range(0, len(chunks), 64):  # a long script at once would hold gigabytes
+                rec = codec.decode(codec.encode(to_pixels(chunks[i : i + 64])), per_chunk[i : i + 64])
+                out.append(to_uint8(rec.float()).numpy())
+        return np.concatenate(out).reshape(frames.shape)
+
+    return draw
 
 
 def summarise(results: list[SeedResult]) -> dict[str, float]:
@@ -206,7 +218,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--world", action="store_true")
-    ap.add_argument("--codec", action="store_true", help="with --world: through the shipped codec")
+    ap.add_argument("--codec", action="store_true", help="with --world: through the codec (--codec-weights)")
     ap.add_argument("--compare-naive", action="store_true")
     ap.add_argument("--long", type=int, default=0, help="also run one session of this many chunks")
     ap.add_argument("--scene", action="store_true", help="the scene's choices and actions (scene_evaluate)")
@@ -215,20 +227,22 @@ def main() -> None:
     args = ap.parse_args()
     seeds = range(args.seeds)
     if args.scene:
-        draw = (
-            world_draw
-            if args.world
-            else model_draw(Generator.load(args.weights, args.codec_weights), args.steps)
-        )
+        if args.world:
+            draw = codec_draw(load_codec(args.codec_weights)) if args.codec else world_draw
+        else:
+            draw = model_draw(Generator.load(args.weights, args.codec_weights), args.steps)
         try:
             figures = run_scene(draw, seeds)
         except ConditionError as exc:
             raise SystemExit(
                 f"evaluate --scene: {exc} (give --weights of a transformer trained on it)"
             ) from None
-        print("scene" + " world" * args.world, " ".join(f"{k}={v:.3f}" for k, v in figures.items()))
+        print(
+            "scene" + " world" * args.world + " codec" * args.codec,
+            " ".join(f"{k}={v:.3f}" for k, v in figures.items()),
+        )
         return
-    codec = load_codec() if args.codec else None
+    codec = load_codec(args.codec_weights) if args.codec else None
     runs = {"world" + "+codec" * args.codec: [run_world(s, codec) for s in seeds]} if args.world else {}
     if not args.world:
         gen = Generator.load(args.weights, args.codec_weights)

@@ -65,11 +65,14 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     scenery = scenery_mask(f, char, np.concatenate([pal, P.FACE]), body)
     char &= ~scenery
     limb &= ~scenery
-    # Raindrops and snowflakes that coding has smeared off their colours are thin: an opening (3x3)
-    # removes them where it is raining or snowing, and keeps the character, whose parts are thicker.
+    # Raindrops and snowflakes that coding has smeared off their colours are thin: an opening (5x5)
+    # removes them where it is raining or snowing (2-pixel streaks and their coding halo), and keeps the
+    # character, whose limbs are 6 pixels and more, and any pixel of its own colours (a foot beside the
+    # ball, cut thin where the ball is taken out, stays).
     falling = (scene.rain + scene.snow) > FALLING
     if falling.any():
-        char = np.where(falling[..., None, None], opened(char), char)
+        own = body | limb | near(f, pal[1])
+        char = np.where(falling[..., None, None], opened(char, 2) | (char & own), char)
     eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
     mouth = near(f, P.MOUTH_OPEN) & char
     # A row counts with a few pixels (one stray pixel is not the body) but not with half the width: the

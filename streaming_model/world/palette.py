@@ -33,7 +33,9 @@ NUM_IDENTITIES = len(PALETTES)
 DOOR_LEAF = np.array([70.0, 95.0, 85.0], np.float32)
 DOOR_FRAME = np.array([62.0, 62.0, 62.0], np.float32)  # also the lamp's post and head
 DOORWAY = np.array([200.0, 170.0, 110.0], np.float32)  # the lit room behind an open door
-BALL = np.array([20.0, 200.0, 205.0], np.float32)
+BALL = np.array(
+    [0.0, 110.0, 110.0], np.float32
+)  # dark against the sky: a light cyan one was lost by the codec
 LAMP_GLOW = np.array([255.0, 236.0, 150.0], np.float32)  # emissive: drawn after the light
 RAIN = np.array([90.0, 110.0, 170.0], np.float32)
 SNOW = np.array([255.0, 255.0, 255.0], np.float32)

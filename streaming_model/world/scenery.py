@@ -34,8 +34,8 @@ from .scene import (
 FLOOR_ROW = 108
 """The first row of the floor (the renderer's ``FLOOR_Y``): the scene stands on it, the weather stops there."""
 PERIOD = 96  # rows before the falling texture repeats
-RAIN_SPEED, SNOW_SPEED = 5.0, 1.0  # rows per frame
-RAIN_ALPHA, SNOW_ALPHA = 0.55, 0.8
+RAIN_SPEED, SNOW_SPEED = 3.0, 1.0  # rows per frame
+RAIN_ALPHA, SNOW_ALPHA = 0.8, 1.0
 
 _COLS = np.arange(FRAME_SIZE)
 _ROWS = np.arange(FRAME_SIZE)
@@ -54,8 +54,11 @@ def _texture(seed: int, cell: tuple[int, int], length: int, width: int) -> np.nd
     return tex
 
 
-RAIN_TEX = _texture(7, (12, 8), 7, 1)
-SNOW_TEX = _texture(11, (10, 10), 2, 2)
+# Marks at the codec's scale (a latent cell is 8 x 8 pixels over 4 frames): streaks of 2 x 14 and flakes of
+# 4 x 4, sparse and slow. Finer ones (1 x 7 at 5 rows a frame, 2 x 2 flakes) read as a tinted sky through
+# every codec tried, the shipped one and one whose encoder was trained on them too.
+RAIN_TEX = _texture(7, (24, 16), 14, 2)
+SNOW_TEX = _texture(11, (20, 20), 4, 4)
 REVEAL = np.broadcast_to(((FLOOR_ROW - 1 - _ROWS) / FLOOR_ROW)[:, None], (FRAME_SIZE, FRAME_SIZE)).astype(
     np.float32
 )
