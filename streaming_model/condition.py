@@ -236,12 +236,15 @@ def continuous_features(codes: ChunkCodes, scene: bool = False) -> np.ndarray:
 def scene_features(codes: ChunkCodes) -> np.ndarray:
     """(N, K, SCENE_DIM) float32: for each scene part, a one-hot of its choice leaving out the default, so
     that today's world (every part at its default) is all zeros: a model given the scene as extra inputs,
-    whose weights for them start at zero, starts exactly as the model without them."""
+    whose weights for them start at zero, starts exactly as the model without them. Scaled by
+    ``PARAM_GAIN``, as the action parameters are, so that weights starting at zero learn fast enough: a
+    transformer fine-tuned 2,700 steps on unscaled ones drew the scenes it saw most (dusk, a door, a ball)
+    whatever it was asked."""
     picks = codes.scene_codes()
     out = [
         np.eye(len(spec.choices), dtype=np.float32)[picks[..., p]][..., 1:] for p, spec in enumerate(SCENE)
     ]
-    return np.concatenate(out, axis=-1)
+    return np.concatenate(out, axis=-1) * PARAM_GAIN
 
 
 def next_phase(prev_action: str | None, prev_phase0: int, action: str) -> int:
