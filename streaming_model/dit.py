@@ -104,7 +104,7 @@ class Block(nn.Module):
 def timestep_features(t: torch.Tensor, dim: int = 128) -> torch.Tensor:
     """Sinusoidal features of the noise level t in [0, 1]."""
     half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
     ang = (t.float() * 1000.0)[..., None] * freqs
     return torch.cat([ang.sin(), ang.cos()], dim=-1)
 
@@ -148,14 +148,16 @@ class DiT(nn.Module):
 
     def reference_cond(self, batch: int) -> torch.Tensor:
         """Condition of the pinned reference chunk (clean, no action)."""
-        a = torch.full((batch, 1), self.cfg.n_actions, dtype=torch.long)
-        e = torch.zeros((batch, 1), dtype=torch.long)
-        return self.embed_cond(a, e, torch.zeros(batch, 1, self.cfg.cont_dim), torch.zeros(batch, 1))
+        dev = self._rows.device
+        a = torch.full((batch, 1), self.cfg.n_actions, dtype=torch.long, device=dev)
+        e = torch.zeros((batch, 1), dtype=torch.long, device=dev)
+        cont = torch.zeros(batch, 1, self.cfg.cont_dim, device=dev)
+        return self.embed_cond(a, e, cont, torch.zeros(batch, 1, device=dev))
 
     def rope_tables(self, time_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (nC*T, hd/2) for chunks at the given time positions (nC,)."""
         n = self.cfg.tokens
-        t = time_pos.double().repeat_interleave(n)
+        t = time_pos.to(self._rows.device).double().repeat_interleave(n)
         h = self._rows.repeat(len(time_pos))
         w = self._cols.repeat(len(time_pos))
         return cos_sin(self.rope.angles(t, h, w))

@@ -33,61 +33,37 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..codec import Codec, CodecConfig, chunk_voices, to_pixels, voice_taps
-from ..condition import ChunkCodes
+from ..codec import Codec, CodecConfig, to_pixels, voice_taps
 from ..loading import load_codec
 from ..weights import WEIGHTS_DIR, save_weights
 from ..world import palette as P
-from ..world.episodes import random_codes, random_episode, simulate
-from ..world.render import _BACKGROUND
-from .common import Progress, load_checkpoint, save_checkpoint
+from .codec_data import ChunkPool, fetch_parts
+from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
 
 CKPT_DIR = Path("checkpoints/codec")
 VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
 SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
 ANCHORED_CKPT_DIR = Path("checkpoints/codec_scene_anchored")
-POOL_WORLDS, POOL_CHUNKS = 16, 15  # one refill renders this many worlds x chunks
 
 
-def chunks_of(seed: int, n: int, k: int, scene: bool = False) -> torch.Tensor:
-    """Random episodes (``scene``: with a changing scene) cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
-    ep = random_episode(seed, n, k, scene)
-    return torch.from_numpy(ep.frames.reshape(n * k, 4, *ep.frames.shape[2:]))
-
-
-def voiced_chunks(
-    seed: int, n: int, k: int, taps: int, scene: bool = False
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random episodes as (frames, the same rendered silent, voice values): (n*k, 4, H, W, 3) twice and
-    (n*k, taps - 1 + 4), each chunk's voice with the taps - 1 values before it."""
-    rng = np.random.default_rng(seed)
-    identity = rng.integers(0, P.NUM_IDENTITIES, n)
-    codes = random_codes(rng, n, k, scene)
-    silent = ChunkCodes(**{**vars(codes), "speaking": np.zeros_like(codes.speaking)})
-    frames = [simulate(c, identity).frames.reshape(n * k, 4, 128, 128, 3) for c in (codes, silent)]
-    voice = torch.from_numpy(codes.audio * codes.speaking[..., None]).reshape(n, 4 * k)
-    per_chunk = chunk_voices(voice, taps)
-    return torch.from_numpy(frames[0]), torch.from_numpy(frames[1]), per_chunk.reshape(n * k, -1)
-
-
-def character_weight(frames: torch.Tensor, face: float = 0.0) -> torch.Tensor:
-    """Per-pixel loss weight: 1 on the background, 5 on and around the character (paws, limbs carry
-    the probes' signal), plus `face` on and around the eyes and mouth (a few pixels that carry gaze,
-    emotion and lip sync)."""
-    f = frames.float()
+def character_weight(frames: torch.Tensor, char: torch.Tensor, face: float = 0.0) -> torch.Tensor:
+    """Per-pixel loss weight: 1 on the background, 5 on and around the character's pixels ``char``
+    (paws, limbs and the ball carry the probes' signal), plus `face` on and around the eyes and mouth
+    (a few pixels that carry gaze, emotion and lip sync)."""
 
     def grown(mask: torch.Tensor, k: int) -> torch.Tensor:
         flat = mask.float().flatten(0, -3)[:, None]
         return F.max_pool2d(flat, k, stride=1, padding=k // 2).reshape(mask.shape)[..., None, :, :]
 
-    w = 1.0 + 4.0 * grown((f - torch.from_numpy(_BACKGROUND)).abs().sum(-1) > 30, 5)
+    w = 1.0 + 4.0 * grown(char, 5)
     if face:
+        f = frames.float()
         feats = [
-            (f - torch.from_numpy(c)).abs().sum(-1) < 60 for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)
+            (f - torch.tensor(c, device=f.device)).abs().sum(-1) < 60
+            for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)
         ]
         w = w + face * grown(feats[0] | feats[1] | feats[2], 7)
     return w
@@ -103,7 +79,7 @@ def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool, path: Pat
     """Write the codec's weights (fp16) to path; with rescale, first set the latent scale from validation
     data (never after the transformer's data was encoded: that would change its latents)."""
     if rescale:
-        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        with torch.no_grad(), autocast(val.device):
             z = model.encoder(to_pixels(val)).float()
         model.scale.fill_(float(1.0 / z.std()))
     tensors = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
@@ -111,8 +87,8 @@ def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool, path: Pat
     return float(model.scale)
 
 
-def main() -> None:
-    """Train for --minutes (this run), checkpointing; resume if a checkpoint exists."""
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--batch", type=int, default=8)
@@ -144,36 +120,27 @@ def main() -> None:
         help=f"with --scene: train the encoder too, its latents of today's world pulled toward the shipped "
         f"encoder's with this weight (into {ANCHORED_CKPT_DIR})",
     )
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    # The scene is taught to the shipped decoder, which reads the voice: keep its taps.
-    taps = args.voice_taps or (load_codec().cfg.voice_taps if args.scene else 0)
-    anchored = args.scene and args.anchor > 0
-    args.decoder_only = (args.decoder_only or taps > 0 or args.scene) and not anchored
-    ckpt_dir = (
-        ANCHORED_CKPT_DIR
-        if anchored
-        else SCENE_CKPT_DIR
-        if args.scene
-        else VOICE_CKPT_DIR
-        if taps
-        else CKPT_DIR
+    add_device_args(ap)
+    ap.add_argument(
+        "--pool",
+        type=int,
+        default=8,
+        help="renders of 16 worlds x 15 chunks held in memory to draw batches from",
     )
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    ap.add_argument("--refresh-every", type=int, default=100, help="steps between pool refreshes")
+    return ap.parse_args()
 
-    cfg = CodecConfig(voice_taps=taps)
-    model = Codec(cfg)
-    params = model.decoder.parameters() if args.decoder_only else model.parameters()
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
-    step, elapsed, psnr_log = 0, 0.0, []
-    ck = load_checkpoint(ckpt_dir / "ckpt.pt")
+
+def build_model(
+    args: argparse.Namespace, taps: int, anchored: bool
+) -> tuple[Codec, Codec | None, dict | None]:
+    """The codec to train (resumed, or started from the shipped one where the encoder must stay close to
+    it), the frozen shipped codec that anchors it, and the checkpoint resumed from."""
+    model = Codec(CodecConfig(voice_taps=taps))
+    ck = load_checkpoint(args.ckpt_dir / "ckpt.pt")
     if ck is not None:
         model.load_state_dict(ck["model"])
-        if ck.get("decoder_only", False) == args.decoder_only:  # optimizer state fits the same params
-            opt.load_state_dict(ck["opt"])
-        step, elapsed, psnr_log = ck["step"], ck["elapsed"], ck["psnr_log"]
-        print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+        print(f"resumed at step {ck['step']}, {ck['elapsed'] / 60:.1f} min trained", flush=True)
     if args.decoder_only:  # the shipped encoder and scale made the transformer's latents: keep them exact
         shipped = load_codec()
         if ck is None:  # start from the shipped decoder (new voice layers start at zero)
@@ -186,39 +153,55 @@ def main() -> None:
         if ck is None:
             model.load_state_dict(anchor.state_dict())
         model.scale.copy_(anchor.scale)
-        anchor.requires_grad_(False)
+        anchor.requires_grad_(False).to(args.device)
+    return model.to(args.device), anchor, ck
 
-    def fetch(seed: int, n: int, k: int) -> tuple[torch.Tensor, ...]:
-        """(target frames, encoder input frames, voice values, today's world?) of fresh episodes; anchored,
-        every other seed's worlds are today's."""
-        scene = args.scene and not (anchored and seed % 2)
-        if taps:
-            parts = voiced_chunks(seed, n, k, taps, scene)
-        else:
-            frames = chunks_of(seed, n, k, scene)
-            parts = frames, frames, torch.zeros(len(frames), 0)
-        return (*parts, torch.full((len(parts[0]),), not scene))
 
+def main() -> None:
+    """Train for --minutes (this run), checkpointing; resume if a checkpoint exists."""
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    args.device = torch.device(args.device)
+    # The scene is taught to the shipped decoder, which reads the voice: keep its taps.
+    taps = args.voice_taps or (load_codec().cfg.voice_taps if args.scene else 0)
+    anchored = args.scene and args.anchor > 0
+    args.decoder_only = (args.decoder_only or taps > 0 or args.scene) and not anchored
+    args.ckpt_dir = (
+        ANCHORED_CKPT_DIR
+        if anchored
+        else SCENE_CKPT_DIR
+        if args.scene
+        else VOICE_CKPT_DIR
+        if taps
+        else CKPT_DIR
+    )
+    args.ckpt_dir.mkdir(parents=True, exist_ok=True)
+    model, anchor, ck = build_model(args, taps, anchored)
+    params = model.decoder.parameters() if args.decoder_only else model.parameters()
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    step, elapsed, psnr_log = 0, 0.0, []
+    if ck is not None:
+        if ck.get("decoder_only", False) == args.decoder_only:  # optimizer state fits the same params
+            opt.load_state_dict(ck["opt"])
+        step, elapsed, psnr_log = ck["step"], ck["elapsed"], ck["psnr_log"]
+    dev = args.device
     # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
-    val, _, val_voice, _ = fetch(10_000, 8, 4)
-    pool = [
-        torch.cat(parts)
-        for parts in zip(*(fetch(step + i, POOL_WORLDS, POOL_CHUNKS) for i in range(8)), strict=True)
-    ]
-    refill_seed = step + 8
+    held_out = fetch_parts(10_000, 8, 4, taps, args.scene)
+    val, val_voice = held_out.target.to(dev), held_out.voice.to(dev)
+    pool = ChunkPool(taps, args.scene, anchored, step * 8, args.pool, args.workers)
 
     def decode(z: torch.Tensor, voice: torch.Tensor) -> torch.Tensor:
         return model.decoder(z, voice_taps(voice, taps) if taps else None)
 
-    est_steps = step + int(args.minutes * 60 * 3)
-    prog = Progress(ckpt_dir / "log.jsonl", est_steps, step, elapsed)
+    prog = Progress(args.ckpt_dir / "log.jsonl", step + int(args.minutes * 60 * 3), step, elapsed)
     t_end = time.time() + args.minutes * 60
     last_ck = time.time()
     gen = torch.Generator().manual_seed(step)
 
     def checkpoint() -> None:
         save_checkpoint(
-            ckpt_dir / "ckpt.pt",
+            args.ckpt_dir / "ckpt.pt",
             {
                 "model": model.state_dict(),
                 "opt": opt.state_dict(),
@@ -231,37 +214,33 @@ def main() -> None:
 
     loss_acc = drift_acc = 0.0
     while time.time() < t_end:
-        if step % 100 == 0 and step > 0:  # swap an eighth of the pool for fresh episodes
-            fresh = fetch(refill_seed, POOL_WORLDS, POOL_CHUNKS)
-            refill_seed += 1
-            idx = torch.randperm(len(pool[0]), generator=gen)[: len(fresh[0])]
-            for part, new_part in zip(pool, fresh, strict=True):
-                part[idx] = new_part
-        pick = torch.randint(len(pool[0]), (args.batch,), generator=gen)
-        batch, voice = pool[0][pick], pool[2][pick]
+        if step % args.refresh_every == 0 and step > 0:
+            pool.refresh(gen)
+        pick = torch.randint(len(pool.parts.target), (args.batch,), generator=gen)
+        batch, voice = pool.parts.target[pick].to(dev), pool.parts.voice[pick].to(dev)
         # With the voice, half the chunks are encoded from their silent rendering: the mouth must come
         # from the voice.
         silent = (torch.rand(args.batch, generator=gen) < 0.5)[:, None, None, None, None] & (taps > 0)
         x = to_pixels(batch)
-        x_in = to_pixels(torch.where(silent, pool[1][pick], batch))
-        w = character_weight(batch, face=args.face_weight)
+        x_in = to_pixels(torch.where(silent.to(dev), pool.parts.encoder_in[pick].to(dev), batch))
+        w = character_weight(batch, pool.parts.char[pick].to(dev), face=args.face_weight)
         lr = args.lr * min(1.0, (step + 1) / 200)
         for g in opt.param_groups:
             g["lr"] = lr
-        with torch.autocast("cpu", torch.bfloat16):
+        with autocast(dev):
             if args.decoder_only:
                 with torch.no_grad():
                     z = model.encoder(x_in)
             else:
                 z = model.encoder(x_in)
             # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
-            zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen)
+            zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen).to(dev)
             y = decode(zn, voice)
         err = y.float() - x
         loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
-        today = pool[3][pick]
+        today = pool.parts.today[pick].to(dev)
         if anchor is not None and today.any():
-            with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+            with torch.no_grad(), autocast(dev):
                 z0 = anchor.encoder(x_in[today])
             drift = ((z[today].float() - z0.float()) * model.scale).pow(2).mean()
             loss = loss + args.anchor * drift
@@ -278,13 +257,8 @@ def main() -> None:
                 metrics["drift"] = drift_acc / 50
             loss_acc = drift_acc = 0.0
             if step % 200 == 0:
-                with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
-                    rec = torch.cat(
-                        [
-                            decode(model.encoder(to_pixels(v[None])), a[None])
-                            for v, a in zip(val, val_voice, strict=True)
-                        ]
-                    )
+                with torch.no_grad(), autocast(dev):
+                    rec = decode(model.encoder(to_pixels(val)), val_voice)
                 metrics["val_psnr"] = psnr(rec, to_pixels(val))
                 psnr_log.append((round(prog.elapsed() / 60, 2), step, metrics["val_psnr"]))
             prog.report(step, **metrics)
@@ -293,14 +267,15 @@ def main() -> None:
         if time.time() - last_ck > args.ckpt_every_min * 60:
             checkpoint()
             last_ck = time.time()
+    pool.close()
     checkpoint()
     info = {
         "steps": step,
         "train_minutes": round(prog.elapsed() / 60, 1),
         "psnr_log": psnr_log[-20:],
-        "hardware": f"{torch.get_num_threads()} CPU threads, bf16 autocast, niced under other work",
+        "hardware": hardware(dev),
     }
-    out = ckpt_dir / "codec.safetensors" if args.scene else WEIGHTS_DIR / "codec.safetensors"
+    out = args.ckpt_dir / "codec.safetensors" if args.scene else WEIGHTS_DIR / "codec.safetensors"
     scale = export(model, val, info, rescale=not (args.decoder_only or anchored), path=out)
     print(f"exported codec, latent scale {scale:.4f}", flush=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -9,6 +10,30 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+
+def add_device_args(ap: argparse.ArgumentParser, workers: bool = True) -> None:
+    """--device (where the model trains) and --workers (processes that render the worlds beside it)."""
+    ap.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
+    if workers:
+        ap.add_argument(
+            "--workers",
+            type=int,
+            default=0,
+            help="background processes rendering worlds (0: render in this one)",
+        )
+
+
+def autocast(device: torch.device) -> torch.autocast:
+    """bf16 autocast on the device the model trains on."""
+    return torch.autocast(device.type, torch.bfloat16)
+
+
+def hardware(device: torch.device) -> str:
+    """What trained it, for the exported weights' info."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, bf16 autocast"
+    return f"{torch.get_num_threads()} CPU threads, bf16 autocast, niced under other work"
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:

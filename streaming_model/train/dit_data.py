@@ -9,7 +9,9 @@ masks (E, K, 64), the chunk conditions and the identities; plus the identities' 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from ..world import palette as P
 from ..world.episodes import random_episode, reference_chunk
 from ..world.palette import NUM_IDENTITIES
 from ..world.render import _BACKGROUND
+from .common import add_device_args, autocast
 
 DATA_DIR = Path("checkpoints/dit_data")
 SCENE_DATA_DIR = Path("checkpoints/dit_data_scene")
@@ -58,11 +61,12 @@ def face_mask(frames: np.ndarray, light: np.ndarray | None = None, patch_px: int
 
 @torch.no_grad()
 def encode_chunks(codec: Codec, chunks: np.ndarray, batch: int = 32) -> np.ndarray:
-    """(N, 4, H, W, 3) uint8 -> (N, C, 16, 16) float16 normalised latents."""
+    """(N, 4, H, W, 3) uint8 -> (N, C, 16, 16) float16 normalised latents (on the codec's device)."""
     out = []
+    dev = codec.scale.device
     for i in range(0, len(chunks), batch):
-        with torch.autocast("cpu", torch.bfloat16):
-            out.append(codec.encode(to_pixels(torch.from_numpy(chunks[i : i + batch]))).float())
+        with autocast(dev):
+            out.append(codec.encode(to_pixels(torch.from_numpy(chunks[i : i + batch]).to(dev))).float().cpu())
     return torch.cat(out).numpy().astype(np.float16)
 
 
@@ -116,6 +120,13 @@ def codec_latent_shape(codec: Codec) -> tuple[int, int, int]:
     return (codec.cfg.latent_channels, 16, 16)
 
 
+def _build_with(codec_path: Path, device: str, threads: int, seed: int, args: tuple) -> str:
+    """``build_shard`` in a background process: load the codec there, onto ``device``."""
+    torch.set_num_threads(threads)
+    build_shard(load_codec(codec_path).to(device), seed, *args)
+    return str(args[2])
+
+
 def main() -> None:
     """Build --shards shards (skipping ones already on disk); shard 0 is held out for validation."""
     ap = argparse.ArgumentParser()
@@ -123,6 +134,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--chunks", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2)
+    add_device_args(ap)
     ap.add_argument(
         "--scene", action="store_true", help=f"worlds with a changing scene, into {SCENE_DATA_DIR}"
     )
@@ -136,13 +148,34 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     data_dir = SCENE_DATA_DIR if args.scene else DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
-    codec = load_codec(args.codec)
-    for i in range(args.shards):
-        path = data_dir / f"shard_{i:04d}.npz"
-        if path.exists():
-            continue
+    todo = [(i, data_dir / f"shard_{i:04d}.npz") for i in range(args.shards)]
+    todo = [(i, path) for i, path in todo if not path.exists()]
+    seed0 = 9_000 if args.scene else 7_000
+    t0 = time.time()
+    if args.workers:  # one shard per process, each with its own codec on the device
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+            jobs = [
+                pool.submit(
+                    _build_with,
+                    args.codec,
+                    args.device,
+                    1,
+                    seed0 + i,
+                    (args.episodes, args.chunks, path, args.scene),
+                )
+                for i, path in todo
+            ]
+            for job in as_completed(jobs):
+                print(
+                    f"{job.result()}: {args.episodes * args.chunks} chunks, {time.time() - t0:.1f} s in",
+                    flush=True,
+                )
+        return
+    codec = load_codec(args.codec).to(args.device)
+    for i, path in todo:
         t0 = time.time()
-        build_shard(codec, (9_000 if args.scene else 7_000) + i, args.episodes, args.chunks, path, args.scene)
+        build_shard(codec, seed0 + i, args.episodes, args.chunks, path, args.scene)
         print(f"{path}: {args.episodes * args.chunks} chunks in {time.time() - t0:.1f} s", flush=True)
 
 

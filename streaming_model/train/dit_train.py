@@ -31,7 +31,7 @@ from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend, with_scene
 from ..loading import DIT_PATH, load_dit
 from ..manifest import ACTION_INDEX
 from ..weights import WEIGHTS_DIR, save_weights
-from .common import Progress, load_checkpoint, save_checkpoint
+from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
 from .dit_data import DATA_DIR, FIELDS, SCENE_DATA_DIR
 
 CKPT_DIR = Path("checkpoints/dit")
@@ -190,18 +190,19 @@ def loss_on(
     cos, sin = model.rope_tables(bt["pos"])
     z = bt["z"]
     if rollout is not None:
-        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        with torch.no_grad(), autocast(z.device):
             one = model.embed_cond(bt["action"], bt["emotion"], bt["cont"], torch.ones_like(bt["t"]))
-            pure = torch.randn(z[:, SEQ:].shape, generator=rollout)
+            pure = torch.randn(z[:, SEQ:].shape, generator=rollout).to(z.device)
             z1 = torch.cat([z[:, :SEQ], pure], dim=1)
             base1 = torch.cat([torch.zeros_like(z[:, :SEQ]), z[:, :SEQ]], dim=1)
             own, _ = model.run(
                 z1, torch.cat([ref_c, ctx_c, one], dim=1), cos, sin, masked_attend(mask), base1
             )
             t_ctx = bt["t_ctx"][..., None, None, None]
-            ctx = (1 - t_ctx) * own[:, SEQ:-1] + t_ctx * torch.randn(own[:, SEQ:-1].shape, generator=rollout)
+            fresh = torch.randn(own[:, SEQ:-1].shape, generator=rollout).to(z.device)
+            ctx = (1 - t_ctx) * own[:, SEQ:-1] + t_ctx * fresh
             z = torch.cat([z[:, :1], ctx, z[:, SEQ:]], dim=1)
-    with torch.autocast("cpu", torch.bfloat16):
+    with autocast(z.device):
         # Noisy chunk j's base is the chunk before it as the model sees it: the reference for j = 0
         # (episodes start in the reference pose), else context chunk j - 1; both sit at index j.
         base = torch.cat([torch.zeros_like(z[:, :SEQ]), z[:, :SEQ]], dim=1)
@@ -214,6 +215,11 @@ def loss_on(
     return (err_tok * w).sum() / w.sum().clamp_min(1.0)
 
 
+def on(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A batch moved to the training device."""
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
 def export(
     ema: DiT, step: int, minutes: float, val_log: list, path: Path = WEIGHTS_DIR / "dit.safetensors"
 ) -> None:
@@ -223,7 +229,7 @@ def export(
         "steps": step,
         "train_minutes": round(minutes, 1),
         "val_log": val_log[-30:],
-        "hardware": f"{torch.get_num_threads()} CPU threads, bf16 autocast, shared with other work",
+        "hardware": hardware(next(ema.parameters()).device),
     }
     save_weights(path, "dit", ema.cfg, tensors, info)
 
@@ -241,6 +247,7 @@ def main() -> None:
         help="anneal the learning rate linearly to this over this run's minutes (default: keep --lr)",
     )
     ap.add_argument("--threads", type=int, default=2)
+    add_device_args(ap, workers=False)
     ap.add_argument("--ckpt-every-min", type=float, default=4.0)
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
     ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
@@ -261,6 +268,8 @@ def main() -> None:
     exported = ckpt_dir / "dit.safetensors" if args.scene else WEIGHTS_DIR / "dit.safetensors"
     cfg = with_scene(DiT(DiTConfig())).cfg if args.scene else DiTConfig()
     model = DiT(cfg)
+    dev = torch.device(args.device)
+    model.to(dev)
     ema = copy.deepcopy(model).requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.01)
     step, elapsed, val_log = 0, 0.0, []
@@ -291,7 +300,8 @@ def main() -> None:
     )
     train_b = Batcher(cfg, shards.train, shards.reference, tuple(args.focus), args.focus_prob)
     val_b = Batcher(cfg, shards.val, shards.reference)
-    val_batches = [val_b.batch(torch.Generator().manual_seed(i), 4) for i in range(3)]
+    mask, val_mask = train_b.mask.to(dev), val_b.mask.to(dev)
+    val_batches = [on(val_b.batch(torch.Generator().manual_seed(i), 4), dev) for i in range(3)]
     gen = torch.Generator().manual_seed(1 + step)
     prog = Progress(ckpt_dir / "log.jsonl", step + int(args.minutes * 60 / 1.5), step, elapsed)
     t_end = time.time() + args.minutes * 60
@@ -322,7 +332,7 @@ def main() -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         use_rollout = step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob
-        loss = loss_on(model, train_b.batch(gen, args.batch), train_b.mask, gen if use_rollout else None)
+        loss = loss_on(model, on(train_b.batch(gen, args.batch), dev), mask, gen if use_rollout else None)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -339,7 +349,7 @@ def main() -> None:
             if step % 200 == 0:
                 with torch.no_grad():
                     metrics["val_loss"] = float(
-                        np.mean([loss_on(ema, vb, val_b.mask).item() for vb in val_batches])
+                        np.mean([loss_on(ema, vb, val_mask).item() for vb in val_batches])
                     )
                 val_log.append((round(prog.elapsed() / 60, 2), step, round(metrics["val_loss"], 5)))
             prog.report(step, **metrics)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from streaming_model.scene_probes import measure_scene
-from streaming_model.train.codec_train import voiced_chunks
+from streaming_model.train.codec_data import voiced_chunks
 
 
 def test_scene_chunks_show_a_changing_scene_and_their_silent_copies_differ_only_at_the_mouth() -> None:

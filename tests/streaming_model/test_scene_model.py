@@ -1,16 +1,21 @@
 """The transformer grown to read the scene starts exactly where the shipped one is: same frames for today's
-world, the scene and its actions accepted, where the shipped model refuses them."""
+world, the scene and its actions accepted, where the shipped model refuses them; written to a file, the
+tiny backend serves it and publishes the scene."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition, ConditionError
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE_ACTIONS
 from streaming_model.runtime import Generator
+from streaming_model.train.dit_train import export
 
 
 @pytest.fixture(scope="module")
@@ -43,3 +48,14 @@ def test_only_the_grown_transformer_takes_the_scene_and_its_actions(generators: 
 def test_a_transformer_that_reads_the_scene_is_not_grown_again(generators: tuple) -> None:
     with pytest.raises(ValueError, match="reads the scene already"):
         with_scene(generators[1].dit)
+
+
+def test_the_tiny_backend_serves_other_weights_and_publishes_their_scene(tmp_path: Path) -> None:
+    path = tmp_path / "dit.safetensors"
+    export(with_scene(load_dit()[0]), step=0, minutes=0.0, val_log=[], path=path)
+    backend = open_backend("tiny", {"dit": str(path), "max_batch": "1"})
+    assert [s.name for s in backend.manifest.vocabulary.scene] == ["light", "lamp", "weather", "door", "prop"]
+    session = backend.open_session(identity=1)
+    pending = session.generate(ChunkCondition("open_door", scene=(("door", "closed"),)))
+    assert pending is not None and session.decode(pending).shape == (4, 128, 128, 3)
+    assert open_backend("tiny", {"max_batch": "1"}).manifest.vocabulary.scene == ()

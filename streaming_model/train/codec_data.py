@@ -1,0 +1,157 @@
+"""What the codec is trained on: chunks of random worlds, and a pool of them kept fresh while training.
+
+A pool refill renders whole worlds (seconds of CPU); with ``workers`` the pool is refilled by background
+processes, so an accelerator is never kept waiting for the renderer.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..codec import chunk_voices
+from ..condition import ChunkCodes
+from ..world import palette as P
+from ..world.episodes import random_codes, random_episode, simulate
+from ..world.render import _BACKGROUND
+
+FRAME_SHAPE = (4, 128, 128, 3)
+POOL_WORLDS, POOL_CHUNKS = 16, 15  # one render: this many worlds x chunks
+
+
+def chunks_of(seed: int, n: int, k: int, scene: bool = False) -> torch.Tensor:
+    """Random episodes (``scene``: with a changing scene) cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
+    ep = random_episode(seed, n, k, scene)
+    return torch.from_numpy(ep.frames.reshape(n * k, *FRAME_SHAPE))
+
+
+def voiced_chunks(
+    seed: int, n: int, k: int, taps: int, scene: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random episodes as (frames, the same rendered silent, voice values): (n*k, 4, H, W, 3) twice and
+    (n*k, taps - 1 + 4), each chunk's voice with the taps - 1 values before it."""
+    frames, silent, voice, _ = _voiced(seed, n, k, taps, scene)
+    return frames, silent, voice
+
+
+def _voiced(
+    seed: int, n: int, k: int, taps: int, scene: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``voiced_chunks`` and the character's pixels (n*k, 4, H, W) bool, found against the scenery."""
+    rng = np.random.default_rng(seed)
+    identity = rng.integers(0, P.NUM_IDENTITIES, n)
+    codes = random_codes(rng, n, k, scene)
+    silent = ChunkCodes(**{**vars(codes), "speaking": np.zeros_like(codes.speaking)})
+    ep = simulate(codes, identity, scenery=scene)
+    quiet = simulate(silent, identity).frames.reshape(n * k, *FRAME_SHAPE)
+    frames = ep.frames.reshape(n * k, *FRAME_SHAPE)
+    voice = torch.from_numpy(codes.audio * codes.speaking[..., None]).reshape(n, 4 * k)
+    per_chunk = chunk_voices(voice, taps)
+    char = character_pixels(frames, None if ep.scenery is None else ep.scenery.reshape(frames.shape))
+    return torch.from_numpy(frames), torch.from_numpy(quiet), per_chunk.reshape(n * k, -1), char
+
+
+def character_pixels(frames: np.ndarray, scenery: np.ndarray | None = None) -> torch.Tensor:
+    """(..., H, W) bool: pixels where the character (or the ball it handles) differs from its scene drawn
+    alone (``scenery``), else from today's background: what the codec's loss weighs up."""
+    back = (_BACKGROUND if scenery is None else scenery).astype(np.int16)
+    return torch.from_numpy(np.abs(frames.astype(np.int16) - back).sum(-1) > 30)
+
+
+class PoolParts(NamedTuple):
+    """A batch of training chunks: what the decoder must draw, what the encoder sees (the same, or
+    rendered silent), the voice, whether it is today's world (anchoring), the character's pixels."""
+
+    target: torch.Tensor
+    encoder_in: torch.Tensor
+    voice: torch.Tensor
+    today: torch.Tensor
+    char: torch.Tensor
+
+
+def fetch_parts(seed: int, n: int, k: int, taps: int, scene: bool) -> PoolParts:
+    """Fresh episodes as PoolParts (a top-level function: background processes run it)."""
+    if taps:
+        frames, quiet, voice, char = _voiced(seed, n, k, taps, scene)
+    else:
+        ep = random_episode(seed, n, k, scene, scenery=scene)
+        frames = quiet = torch.from_numpy(ep.frames.reshape(n * k, *FRAME_SHAPE))
+        alone = None if ep.scenery is None else ep.scenery.reshape(n * k, *FRAME_SHAPE)
+        char, voice = character_pixels(frames.numpy(), alone), torch.zeros(n * k, 0)
+    return PoolParts(frames, quiet, voice, torch.full((len(frames),), not scene), char)
+
+
+class ChunkPool:
+    """Training chunks in memory; ``refresh`` swaps in fresh episodes for a random part of them.
+
+    ``scene``: worlds with a changing scene; ``alternate``: every other render today's world instead
+    (anchored training pulls today's world's latents toward the shipped encoder's).
+    Without workers a refresh renders in this process; with them, it takes whatever the background
+    processes have finished and keeps ``workers`` renders in flight.
+    """
+
+    def __init__(
+        self,
+        taps: int,
+        scene: bool,
+        alternate: bool,
+        first_seed: int,
+        fetches: int,
+        workers: int = 0,
+    ) -> None:
+        self.taps, self.scene, self.alternate, self.seed = taps, scene, alternate, first_seed
+        self.executor = (
+            ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if workers else None
+        )
+        self.pending: list[Future[PoolParts]] = []
+        if self.executor is not None:
+            for _ in range(fetches):
+                self._submit()
+            first = [f.result() for f in self.pending]
+            self.pending = []
+            for _ in range(workers):
+                self._submit()
+        else:
+            first = [self._fetch_here() for _ in range(fetches)]
+        self.parts = PoolParts(*(torch.cat(p) for p in zip(*first, strict=True)))
+
+    def _scene(self, seed: int) -> bool:
+        return self.scene and not (self.alternate and seed % 2)
+
+    def _next_seed(self) -> int:
+        self.seed += 1
+        return self.seed - 1
+
+    def _fetch_here(self) -> PoolParts:
+        seed = self._next_seed()
+        return fetch_parts(seed, POOL_WORLDS, POOL_CHUNKS, self.taps, self._scene(seed))
+
+    def _submit(self) -> None:
+        assert self.executor is not None
+        seed = self._next_seed()
+        args = (seed, POOL_WORLDS, POOL_CHUNKS, self.taps, self._scene(seed))
+        self.pending.append(self.executor.submit(fetch_parts, *args))
+
+    def refresh(self, gen: torch.Generator) -> None:
+        """Replace random chunks with fresh episodes (those ready, with workers; one render without)."""
+        if self.executor is None:
+            fresh = [self._fetch_here()]
+        else:
+            done = [f for f in self.pending if f.done()]
+            self.pending = [f for f in self.pending if not f.done()]
+            fresh = [f.result() for f in done]
+            for _ in done:
+                self._submit()
+        for new in fresh:
+            idx = torch.randperm(len(self.parts.target), generator=gen)[: len(new.target)]
+            for part, new_part in zip(self.parts, new, strict=True):
+                part[idx] = new_part
+
+    def close(self) -> None:
+        """Stop the background processes."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
