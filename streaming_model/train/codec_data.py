@@ -16,8 +16,8 @@ import torch
 from ..codec import chunk_voices
 from ..condition import ChunkCodes
 from ..world import palette as P
-from ..world.episodes import random_codes, random_episode, simulate
-from ..world.render import _BACKGROUND
+from ..world.episodes import Episode, random_codes, random_episode, simulate
+from .pixels import character_pixels, face_pixels
 
 FRAME_SHAPE = (4, 128, 128, 3)
 POOL_WORLDS, POOL_CHUNKS = 16, 15  # one render: this many worlds x chunks
@@ -34,14 +34,15 @@ def voiced_chunks(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random episodes as (frames, the same rendered silent, voice values): (n*k, 4, H, W, 3) twice and
     (n*k, taps - 1 + 4), each chunk's voice with the taps - 1 values before it."""
-    frames, silent, voice, _ = _voiced(seed, n, k, taps, scene)
+    frames, silent, voice, _, _ = _voiced(seed, n, k, taps, scene)
     return frames, silent, voice
 
 
 def _voiced(
     seed: int, n: int, k: int, taps: int, scene: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``voiced_chunks`` and the character's pixels (n*k, 4, H, W) bool, found against the scenery."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``voiced_chunks``, and the character's and its face's pixels (n*k, 4, H, W) bool, found against
+    the scenery and with the light divided out."""
     rng = np.random.default_rng(seed)
     identity = rng.integers(0, P.NUM_IDENTITIES, n)
     codes = random_codes(rng, n, k, scene)
@@ -51,38 +52,40 @@ def _voiced(
     frames = ep.frames.reshape(n * k, *FRAME_SHAPE)
     voice = torch.from_numpy(codes.audio * codes.speaking[..., None]).reshape(n, 4 * k)
     per_chunk = chunk_voices(voice, taps)
-    char = character_pixels(frames, None if ep.scenery is None else ep.scenery.reshape(frames.shape))
-    return torch.from_numpy(frames), torch.from_numpy(quiet), per_chunk.reshape(n * k, -1), char
+    char, face = _pixels(frames, ep)
+    return torch.from_numpy(frames), torch.from_numpy(quiet), per_chunk.reshape(n * k, -1), char, face
 
 
-def character_pixels(frames: np.ndarray, scenery: np.ndarray | None = None) -> torch.Tensor:
-    """(..., H, W) bool: pixels where the character (or the ball it handles) differs from its scene drawn
-    alone (``scenery``), else from today's background: what the codec's loss weighs up."""
-    back = (_BACKGROUND if scenery is None else scenery).astype(np.int16)
-    return torch.from_numpy(np.abs(frames.astype(np.int16) - back).sum(-1) > 30)
+def _pixels(frames: np.ndarray, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
+    """The character's and its face's pixels in an episode's chunks."""
+    alone = None if ep.scenery is None else ep.scenery.reshape(frames.shape)
+    light = ep.truth["light"].reshape(*frames.shape[:2], 3)
+    return torch.from_numpy(character_pixels(frames, alone)), torch.from_numpy(face_pixels(frames, light))
 
 
 class PoolParts(NamedTuple):
     """A batch of training chunks: what the decoder must draw, what the encoder sees (the same, or
-    rendered silent), the voice, whether it is today's world (anchoring), the character's pixels."""
+    rendered silent), the voice, whether it is today's world (anchoring), the character's pixels and its
+    face's."""
 
     target: torch.Tensor
     encoder_in: torch.Tensor
     voice: torch.Tensor
     today: torch.Tensor
     char: torch.Tensor
+    face: torch.Tensor
 
 
 def fetch_parts(seed: int, n: int, k: int, taps: int, scene: bool) -> PoolParts:
     """Fresh episodes as PoolParts (a top-level function: background processes run it)."""
     if taps:
-        frames, quiet, voice, char = _voiced(seed, n, k, taps, scene)
+        frames, quiet, voice, char, face = _voiced(seed, n, k, taps, scene)
     else:
         ep = random_episode(seed, n, k, scene, scenery=scene)
-        frames = quiet = torch.from_numpy(ep.frames.reshape(n * k, *FRAME_SHAPE))
-        alone = None if ep.scenery is None else ep.scenery.reshape(n * k, *FRAME_SHAPE)
-        char, voice = character_pixels(frames.numpy(), alone), torch.zeros(n * k, 0)
-    return PoolParts(frames, quiet, voice, torch.full((len(frames),), not scene), char)
+        plain = ep.frames.reshape(n * k, *FRAME_SHAPE)
+        frames = quiet = torch.from_numpy(plain)
+        (char, face), voice = _pixels(plain, ep), torch.zeros(n * k, 0)
+    return PoolParts(frames, quiet, voice, torch.full((len(frames),), not scene), char, face)
 
 
 class ChunkPool:

@@ -39,7 +39,6 @@ from torch.nn import functional as F
 from ..codec import Codec, CodecConfig, to_pixels, voice_taps
 from ..loading import load_codec
 from ..weights import WEIGHTS_DIR, save_weights
-from ..world import palette as P
 from .codec_data import ChunkPool, fetch_parts
 from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
 
@@ -49,24 +48,17 @@ SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
 ANCHORED_CKPT_DIR = Path("checkpoints/codec_scene_anchored")
 
 
-def character_weight(frames: torch.Tensor, char: torch.Tensor, face: float = 0.0) -> torch.Tensor:
-    """Per-pixel loss weight: 1 on the background, 5 on and around the character's pixels ``char``
-    (paws, limbs and the ball carry the probes' signal), plus `face` on and around the eyes and mouth
-    (a few pixels that carry gaze, emotion and lip sync)."""
+def character_weight(char: torch.Tensor, face_px: torch.Tensor, face: float = 0.0) -> torch.Tensor:
+    """Per-pixel loss weight from the character's pixels and its face's (N, 4, H, W) bool: 1 on the
+    background, 5 on and around the character (paws, limbs and the ball carry the probes' signal), plus
+    `face` on and around the eyes and mouth (a few pixels that carry gaze, emotion and lip sync)."""
 
     def grown(mask: torch.Tensor, k: int) -> torch.Tensor:
         flat = mask.float().flatten(0, -3)[:, None]
         return F.max_pool2d(flat, k, stride=1, padding=k // 2).reshape(mask.shape)[..., None, :, :]
 
     w = 1.0 + 4.0 * grown(char, 5)
-    if face:
-        f = frames.float()
-        feats = [
-            (f - torch.tensor(c, device=f.device)).abs().sum(-1) < 60
-            for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)
-        ]
-        w = w + face * grown(feats[0] | feats[1] | feats[2], 7)
-    return w
+    return w + face * grown(face_px, 7) if face else w
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -223,7 +215,7 @@ def main() -> None:
         silent = (torch.rand(args.batch, generator=gen) < 0.5)[:, None, None, None, None] & (taps > 0)
         x = to_pixels(batch)
         x_in = to_pixels(torch.where(silent.to(dev), pool.parts.encoder_in[pick].to(dev), batch))
-        w = character_weight(batch, pool.parts.char[pick].to(dev), face=args.face_weight)
+        w = character_weight(pool.parts.char[pick].to(dev), pool.parts.face[pick].to(dev), args.face_weight)
         lr = args.lr * min(1.0, (step + 1) / 200)
         for g in opt.param_groups:
             g["lr"] = lr

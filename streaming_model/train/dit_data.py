@@ -20,11 +20,10 @@ import torch
 
 from ..codec import Codec, to_pixels
 from ..loading import CODEC_PATH, load_codec
-from ..world import palette as P
 from ..world.episodes import random_episode, reference_chunk
 from ..world.palette import NUM_IDENTITIES
-from ..world.render import _BACKGROUND
 from .common import add_device_args, autocast
+from .pixels import character_pixels, face_pixels
 
 DATA_DIR = Path("checkpoints/dit_data")
 SCENE_DATA_DIR = Path("checkpoints/dit_data_scene")
@@ -44,19 +43,13 @@ def token_mask(frames: np.ndarray, scenery: np.ndarray | None = None, patch_px: 
     """(..., 4, H, W, 3) uint8 chunks -> (..., 64) bool: does the character (or the ball, small and
     handled by it) touch this token's pixels. ``scenery``: the same frames without either
     (``render_scenery``), else today's background."""
-    back = (_BACKGROUND if scenery is None else scenery).astype(np.int16)
-    diff = np.abs(frames.astype(np.int16) - back).sum(-1) > 30
-    return _blocks(diff, patch_px)
+    return _blocks(character_pixels(frames, scenery), patch_px)
 
 
 def face_mask(frames: np.ndarray, light: np.ndarray | None = None, patch_px: int = 16) -> np.ndarray:
     """(..., 64) bool: tokens holding eyes or mouth (small features that carry gaze, emotion, lip sync).
     ``light``: each frame's light (..., 4, 3), divided out first so the face's colours are found at night."""
-    f = frames.astype(np.float32)
-    if light is not None:
-        f = f / np.maximum(light[..., None, None, :], 0.05)
-    near = [np.abs(f - c).sum(-1) < 60 for c in (P.EYE_WHITE, P.MOUTH_OPEN, P.MOUTH_LINE)]
-    return _blocks(near[0] | near[1] | near[2], patch_px)
+    return _blocks(face_pixels(frames, light), patch_px)
 
 
 @torch.no_grad()

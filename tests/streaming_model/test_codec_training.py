@@ -1,12 +1,19 @@
 """What the codec's decoder is taught from: with the scene, worlds whose scene changes, each chunk beside the
-same chunk rendered silent (the voice's lesson) under the same scene."""
+same chunk rendered silent (the voice's lesson) under the same scene; its loss weighs up the character and
+its face under any light."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from streaming_model.condition import ChunkCodes
+from streaming_model.manifest import SCENE
 from streaming_model.scene_probes import measure_scene
 from streaming_model.train.codec_data import voiced_chunks
+from streaming_model.train.codec_train import character_weight
+from streaming_model.train.pixels import character_pixels, face_pixels
+from streaming_model.world.episodes import random_codes, simulate
 
 
 def test_scene_chunks_show_a_changing_scene_and_their_silent_copies_differ_only_at_the_mouth() -> None:
@@ -21,3 +28,24 @@ def test_scene_chunks_show_a_changing_scene_and_their_silent_copies_differ_only_
         rows, cols = np.nonzero(frame)
         assert rows.max() - rows.min() < 16 and cols.max() - cols.min() < 24  # a mouth, not the scene
     assert not np.array_equal(frames.numpy(), plain.numpy())
+
+
+def test_at_night_in_the_rain_the_codecs_loss_weighs_up_the_character_and_its_face_not_the_scene() -> None:
+    codes = random_codes(np.random.default_rng(0), 1, 24, scene=True)
+    scene = np.zeros_like(codes.scene)
+    night_rain = {"light": "night", "weather": "rain", "door": "open", "prop": "ball"}
+    for p, spec in enumerate(SCENE):
+        scene[..., p] = spec.choices.index(night_rain.get(spec.name, spec.choices[0]))
+    idle = ChunkCodes(**{**vars(codes), "action": np.zeros_like(codes.action), "scene": scene})
+    ep = simulate(idle, np.array([2]), scenery=True)
+    assert ep.scenery is not None and (ep.truth["light"][0, -4:] < 0.6).all()  # settled at night
+    frames, alone, light = ep.frames[:, -4:], ep.scenery[:, -4:], ep.truth["light"][:, -4:]
+    char = torch.from_numpy(character_pixels(frames, alone))
+    face = torch.from_numpy(face_pixels(frames, light))
+    # The face is found, on the character (but for a few pixels of the eyes' white, dimmed near the night sky).
+    assert face.sum() > 100 and face[~char].sum() < 0.05 * face.sum()
+    assert 0.02 < char.float().mean() < 0.2  # the character, not the rain, the door or the night sky
+    w = character_weight(char, face, face=8.0)
+    assert w.max() == 13.0 and w.min() == 1.0
+    undimmed = torch.from_numpy(face_pixels(frames))  # without the light divided out, the night's dark
+    assert undimmed[~char].sum() > 1000  # floor passes for the mouth's line
