@@ -104,7 +104,9 @@ class Decoder(nn.Module):
         h = self.mix(z)
         h = h.reshape(b * f, self.cfg.c3, *h.shape[2:])
         if self.cfg.voice_taps:
-            v = (torch.zeros(b, f, self.cfg.voice_taps, device=z.device) if taps is None else taps.float()).reshape(b * f, -1)
+            v = (
+                torch.zeros(b, f, self.cfg.voice_taps, device=z.device) if taps is None else taps.float()
+            ).reshape(b * f, -1)
             h = _film(h, self.voice16(v))
             h = _film(self.frame[:3](h), self.voice32(v))
             out = self.frame[3:](h)

@@ -27,7 +27,9 @@ class Rope:
 
     def angles(self, t: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """Angles (L, head_dim / 2) for token positions given as three (L,) tensors."""
-        parts = [p.double()[:, None] * f.to(p.device)[None] for p, f in zip((t, h, w), self.freqs, strict=True)]
+        parts = [
+            p.double()[:, None] * f.to(p.device)[None] for p, f in zip((t, h, w), self.freqs, strict=True)
+        ]
         return torch.cat(parts, dim=-1)
 
     def time_angles(self, delta: float, length: int) -> torch.Tensor:
