@@ -72,6 +72,14 @@ def _load(files: list[Path]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "reference"}
 
 
+def scene_changes(data: dict[str, np.ndarray]) -> np.ndarray:
+    """(episodes, chunks) bool: the chunks whose scene differs from the chunk before (none without one)."""
+    changed = np.zeros(data["action"].shape, bool)
+    if "scene" in data:
+        changed[:, 1:] = (data["scene"][:, 1:] != data["scene"][:, :-1]).any(-1)
+    return changed
+
+
 def sample_levels(gen: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
     """Target noise levels: 35% 1.0, 25% 0.5, 15% 0.75/0.25, 25% logit-normal skewed high."""
     u = torch.rand(shape, generator=gen)
@@ -105,10 +113,16 @@ class Batcher:
     ) -> None:
         self.cfg, self.d, self.ref = cfg, data, reference
         self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
-        # Onsets of the focus actions, (episode, chunk), where a whole sequence fits with the onset at a
-        # position that gets its loss.
+        # Onsets of the focus actions and, with a scene, its changes (a chunk whose context shows the old
+        # scene must read the new one from its inputs), (episode, chunk), where a whole sequence fits with
+        # the onset at a position that gets its loss.
         k = data["action"].shape[1]
+        self.changed = scene_changes(data)
         wanted = np.isin(data["action"], [ACTION_INDEX[a] for a in focus]) & (data["phase0"] == 0)
+        wanted |= self.changed & bool(focus)
+        self.after_change = np.zeros_like(self.changed)  # a change and the chunks of its first frames
+        for back in range(ONSET_FRAMES // 4):
+            self.after_change[:, back:] |= self.changed[:, : k - back]
         chunk = np.arange(k)[None]
         self.onsets = np.argwhere(wanted & (chunk >= cfg.window) & (chunk <= k - 2))
         self.focus_prob = focus_prob if len(self.onsets) else 0.0
@@ -153,8 +167,9 @@ class Batcher:
         # episode; earlier targets of mid-episode sequences have truncated context and get no loss.
         valid = (torch.arange(SEQ)[None] >= self.cfg.window) | torch.from_numpy(start == 0)[:, None]
         # Once an action runs, the context shows it and the next chunk mostly continues it; which paw
-        # waves, where to look or which way to turn is decided in its first chunks.
-        onset = torch.from_numpy(codes.phase0 < ONSET_FRAMES).float()
+        # waves, where to look or which way to turn is decided in its first chunks. So with the scene:
+        # once it shows, the context carries it.
+        onset = torch.from_numpy((codes.phase0 < ONSET_FRAMES) | self.after_change[idx]).float()
         valid = valid * (1.0 + ONSET_WEIGHT * onset)
         # Time positions: the reference at 0, chunks at off..off+SEQ-1 (distance to the reference is
         # drawn over the trained range, as the runtime's rebasing keeps it there).
@@ -252,7 +267,10 @@ def main() -> None:
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
     ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
     ap.add_argument(
-        "--focus", nargs="*", default=["turn"], help="actions whose onsets are sampled more often"
+        "--focus",
+        nargs="*",
+        default=["turn"],
+        help="actions whose onsets (and, with a scene, its changes) are sampled more often",
     )
     ap.add_argument("--focus-prob", type=float, default=0.25, help="share of sequences placed on them")
     ap.add_argument(

@@ -1,5 +1,5 @@
 """Training inputs: token masks find the character and its face; noise levels favour the sampler's; scene
-shards feed a transformer grown to read the scene."""
+shards feed a transformer grown to read the scene, whose changes are onsets like an action's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from streaming_model.dit import with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE
 from streaming_model.train.dit_data import build_shard, face_mask, token_mask
-from streaming_model.train.dit_train import SEQ, Batcher, Shards, loss_on, sample_levels
+from streaming_model.train.dit_train import ONSET_WEIGHT, SEQ, Batcher, Shards, loss_on, sample_levels
 from streaming_model.world.episodes import random_codes, reference_chunk, simulate
 
 
@@ -74,3 +74,32 @@ def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tm
     assert isinstance(first, torch.nn.Linear)
     grad = first.weight.grad
     assert grad is not None and torch.isfinite(loss) and grad[:, -SCENE_DIM:].abs().sum() > 0
+
+
+def test_a_change_of_scene_is_an_onset_sampled_and_weighed_up_as_an_actions_first_chunks() -> None:
+    episodes, chunks = 2, 24
+    scene = np.zeros((episodes, chunks, len(SCENE)), np.int64)
+    scene[0, 10:, 0] = 2  # night falls at chunk 10 of the first episode; the second keeps today's world
+    data = {
+        "latents": np.zeros((episodes, chunks, 16, 16, 16), np.float16),
+        "masks": np.zeros((episodes, chunks, 64), bool),
+        "faces": np.zeros((episodes, chunks, 64), bool),
+        "identity": np.zeros(episodes, np.int64),
+        "action": np.zeros((episodes, chunks), np.int64),  # idle throughout: no action onset but the first
+        "emotion": np.zeros((episodes, chunks), np.int64),
+        "target": np.zeros((episodes, chunks, 2), np.float32),
+        "gaze": np.zeros((episodes, chunks, 2), np.float32),
+        "side": np.zeros((episodes, chunks), np.float32),
+        "speaking": np.zeros((episodes, chunks), np.float32),
+        "audio": np.zeros((episodes, chunks, 4), np.float32),
+        "phase0": np.arange(chunks)[None].repeat(episodes, 0) * 4,
+        "scene": scene,
+    }
+    cfg = with_scene(load_dit()[0]).cfg
+    batcher = Batcher(cfg, data, np.zeros((8, 16, 16, 16), np.float32), focus=("turn",), focus_prob=1.0)
+    assert batcher.onsets.tolist() == [[0, 10]]  # the only onset: the change, though no turn is there
+    assert batcher.after_change[0].nonzero()[0].tolist() == [10, 11, 12]
+    gen = torch.Generator().manual_seed(0)
+    batches = [batcher.batch(gen, 4) for _ in range(8)]
+    weights = [b["weight"][..., 0] for b in batches if b["pos"][1] > 1]  # mid-episode: placed on the onset
+    assert weights and all((w.amax(1) == 1 + ONSET_WEIGHT).all() for w in weights)
