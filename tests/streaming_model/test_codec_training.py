@@ -7,13 +7,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from streaming_model.condition import ChunkCodes
-from streaming_model.manifest import SCENE
 from streaming_model.scene_probes import measure_scene
 from streaming_model.train.codec_data import voiced_chunks
 from streaming_model.train.codec_train import character_weight
 from streaming_model.train.pixels import character_pixels, face_pixels
-from streaming_model.world.episodes import random_codes, simulate
+from streaming_model.world.episodes import Episode
 
 
 def test_scene_chunks_show_a_changing_scene_and_their_silent_copies_differ_only_at_the_mouth() -> None:
@@ -30,14 +28,10 @@ def test_scene_chunks_show_a_changing_scene_and_their_silent_copies_differ_only_
     assert not np.array_equal(frames.numpy(), plain.numpy())
 
 
-def test_at_night_in_the_rain_the_codecs_loss_weighs_up_the_character_and_its_face_not_the_scene() -> None:
-    codes = random_codes(np.random.default_rng(0), 1, 24, scene=True)
-    scene = np.zeros_like(codes.scene)
-    night_rain = {"light": "night", "weather": "rain", "door": "open", "prop": "ball"}
-    for p, spec in enumerate(SCENE):
-        scene[..., p] = spec.choices.index(night_rain.get(spec.name, spec.choices[0]))
-    idle = ChunkCodes(**{**vars(codes), "action": np.zeros_like(codes.action), "scene": scene})
-    ep = simulate(idle, np.array([2]), scenery=True)
+def test_at_night_in_the_rain_the_codecs_loss_weighs_up_the_character_and_its_face_not_the_scene(
+    night_rain: Episode,
+) -> None:
+    ep = night_rain
     assert ep.scenery is not None and (ep.truth["light"][0, -4:] < 0.6).all()  # settled at night
     frames, alone, light = ep.frames[:, -4:], ep.scenery[:, -4:], ep.truth["light"][:, -4:]
     char = torch.from_numpy(character_pixels(frames, alone))

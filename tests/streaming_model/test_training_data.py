@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from streaming_model.condition import SCENE_DIM, ChunkCodes
+from streaming_model.condition import SCENE_DIM
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE
 from streaming_model.train.dit_data import build_shard, face_mask, token_mask
 from streaming_model.train.dit_train import ONSET_WEIGHT, SEQ, Batcher, Shards, loss_on, sample_levels
-from streaming_model.world.episodes import random_codes, reference_chunk, simulate
+from streaming_model.world.episodes import Episode, reference_chunk
 
 
 def test_face_tokens_are_character_tokens_around_the_head() -> None:
@@ -27,14 +27,10 @@ def test_face_tokens_are_character_tokens_around_the_head() -> None:
     assert 0.1 < char.mean() < 0.4
 
 
-def test_at_night_in_the_rain_the_masks_still_find_the_character_and_its_face_not_the_scene() -> None:
-    codes = random_codes(np.random.default_rng(0), 1, 24, scene=True)
-    scene = np.zeros_like(codes.scene)
-    night_rain = {"light": "night", "weather": "rain", "door": "open", "prop": "ball"}
-    for p, spec in enumerate(SCENE):
-        scene[..., p] = spec.choices.index(night_rain.get(spec.name, spec.choices[0]))
-    idle = ChunkCodes(**{**vars(codes), "action": np.zeros_like(codes.action), "scene": scene})
-    ep = simulate(idle, np.array([2]), scenery=True)
+def test_at_night_in_the_rain_the_masks_still_find_the_character_and_its_face_not_the_scene(
+    night_rain: Episode,
+) -> None:
+    ep = night_rain
     assert ep.scenery is not None
     last = slice(-4, None)  # the light has settled
     chunk, alone, light = ep.frames[0, last], ep.scenery[0, last], ep.truth["light"][0, last]
