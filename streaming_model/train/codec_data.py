@@ -23,12 +23,6 @@ FRAME_SHAPE = (4, 128, 128, 3)
 POOL_WORLDS, POOL_CHUNKS = 16, 15  # one render: this many worlds x chunks
 
 
-def chunks_of(seed: int, n: int, k: int, scene: bool = False) -> torch.Tensor:
-    """Random episodes (``scene``: with a changing scene) cut into 4-frame chunks: (n*k, 4, H, W, 3) uint8."""
-    ep = random_episode(seed, n, k, scene)
-    return torch.from_numpy(ep.frames.reshape(n * k, *FRAME_SHAPE))
-
-
 def voiced_chunks(
     seed: int, n: int, k: int, taps: int, scene: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

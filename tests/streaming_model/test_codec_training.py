@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from streaming_model.scene_probes import measure_scene
-from streaming_model.train.codec_data import voiced_chunks
+from streaming_model.train.codec_data import POOL_CHUNKS, POOL_WORLDS, ChunkPool, voiced_chunks
 from streaming_model.train.codec_train import character_weight
 from streaming_model.train.pixels import character_pixels, face_pixels
 from streaming_model.world.episodes import Episode
@@ -43,3 +43,18 @@ def test_at_night_in_the_rain_the_codecs_loss_weighs_up_the_character_and_its_fa
     assert w.max() == 13.0 and w.min() == 1.0
     undimmed = torch.from_numpy(face_pixels(frames))  # without the light divided out, the night's dark
     assert undimmed[~char].sum() > 1000  # floor passes for the mouth's line
+
+
+def test_a_pool_refreshed_by_a_background_process_swaps_in_its_fresh_worlds() -> None:
+    pool = ChunkPool(taps=0, scene=True, alternate=True, first_seed=0, fetches=2, workers=1)
+    try:
+        n = 2 * POOL_WORLDS * POOL_CHUNKS
+        assert len(pool.parts.target) == n and pool.parts.today.sum() == n // 2  # every other render today's
+        before = pool.parts.target.clone()
+        pool.pending[0].result()  # the render in flight has finished
+        pool.refresh(torch.Generator().manual_seed(0))
+        changed = (pool.parts.target != before).flatten(1).any(1)
+        assert 0 < changed.sum() <= POOL_WORLDS * POOL_CHUNKS  # one render's chunks swapped in
+        assert len(pool.pending) == 1  # and the next render is on its way
+    finally:
+        pool.close()
