@@ -110,22 +110,26 @@ class Batcher:
         reference: np.ndarray,
         focus: tuple[str, ...] = (),
         focus_prob: float = 0.0,
+        change_prob: float = 0.0,
     ) -> None:
         self.cfg, self.d, self.ref = cfg, data, reference
         self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
         # Onsets of the focus actions and, with a scene, its changes (a chunk whose context shows the old
         # scene must read the new one from its inputs), (episode, chunk), where a whole sequence fits with
-        # the onset at a position that gets its loss.
+        # the onset at a position that gets its loss. Each kind has its own share of the sequences: the
+        # scene's changes, many more, once crowded out turn's onsets and the model forgot which way to turn.
         k = data["action"].shape[1]
         self.changed = scene_changes(data)
-        wanted = np.isin(data["action"], [ACTION_INDEX[a] for a in focus]) & (data["phase0"] == 0)
-        wanted |= self.changed & bool(focus)
         self.after_change = np.zeros_like(self.changed)  # a change and the chunks of its first frames
         for back in range(ONSET_FRAMES // 4):
             self.after_change[:, back:] |= self.changed[:, : k - back]
         chunk = np.arange(k)[None]
-        self.onsets = np.argwhere(wanted & (chunk >= cfg.window) & (chunk <= k - 2))
+        fits = (chunk >= cfg.window) & (chunk <= k - 2)
+        wanted = np.isin(data["action"], [ACTION_INDEX[a] for a in focus]) & (data["phase0"] == 0)
+        self.onsets = np.argwhere(wanted & fits)
+        self.changes = np.argwhere(self.changed & fits)
         self.focus_prob = focus_prob if len(self.onsets) else 0.0
+        self.change_prob = change_prob if len(self.changes) else 0.0
 
     def batch(self, gen: torch.Generator, b: int) -> dict[str, torch.Tensor]:
         """One batch of b sequences with noise, conditions, positions and loss weights."""
@@ -134,15 +138,21 @@ class Batcher:
         # A quarter of the batches start their episodes (the session start: reference pose, position 1).
         episode_start = torch.rand(1, generator=gen).item() < 0.25
         start = torch.randint(k - SEQ + 1, (b,), generator=gen).numpy() * (not episode_start)
-        if not episode_start and self.focus_prob:
+        if not episode_start and (self.focus_prob or self.change_prob):
             # Some sequences are placed around an onset of a focus action (an action the model is slow
-            # to learn), the onset somewhere in the part of the sequence that gets a loss.
-            focused = (torch.rand(b, generator=gen) < self.focus_prob).numpy()
-            pick = self.onsets[torch.randint(len(self.onsets), (b,), generator=gen).numpy()]
-            at = torch.randint(self.cfg.window, SEQ - 1, (b,), generator=gen).numpy()
-            shifted = np.clip(pick[:, 1] - at, 0, k - SEQ)
-            ep = np.where(focused, pick[:, 0], ep)
-            start = np.where(focused, shifted, start)
+            # to learn) or a change of scene, the onset somewhere in the part of the sequence that gets a
+            # loss.
+            u = torch.rand(b, generator=gen).numpy()
+            shares = ((self.onsets, 0.0, self.focus_prob), (self.changes, self.focus_prob, self.change_prob))
+            for onsets, below, share in shares:
+                if not share:
+                    continue
+                focused = (u >= below) & (u < below + share)
+                pick = onsets[torch.randint(len(onsets), (b,), generator=gen).numpy()]
+                at = torch.randint(self.cfg.window, SEQ - 1, (b,), generator=gen).numpy()
+                shifted = np.clip(pick[:, 1] - at, 0, k - SEQ)
+                ep = np.where(focused, pick[:, 0], ep)
+                start = np.where(focused, shifted, start)
         idx = (ep[:, None], start[:, None] + np.arange(SEQ))
         x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
         tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
@@ -270,9 +280,12 @@ def main() -> None:
         "--focus",
         nargs="*",
         default=["turn"],
-        help="actions whose onsets (and, with a scene, its changes) are sampled more often",
+        help="actions whose onsets are sampled more often",
     )
     ap.add_argument("--focus-prob", type=float, default=0.25, help="share of sequences placed on them")
+    ap.add_argument(
+        "--change-prob", type=float, default=0.25, help="with a scene: share placed on its changes"
+    )
     ap.add_argument(
         "--scene",
         action="store_true",
@@ -316,7 +329,9 @@ def main() -> None:
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",
         flush=True,
     )
-    train_b = Batcher(cfg, shards.train, shards.reference, tuple(args.focus), args.focus_prob)
+    train_b = Batcher(
+        cfg, shards.train, shards.reference, tuple(args.focus), args.focus_prob, args.change_prob
+    )
     val_b = Batcher(cfg, shards.val, shards.reference)
     mask, val_mask = train_b.mask.to(dev), val_b.mask.to(dev)
     val_batches = [on(val_b.batch(torch.Generator().manual_seed(i), 4), dev) for i in range(3)]
