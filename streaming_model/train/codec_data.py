@@ -119,19 +119,18 @@ class ChunkPool:
     def _scene(self, seed: int) -> bool:
         return self.scene and not (self.alternate and seed % 2)
 
-    def _next_seed(self) -> int:
+    def _next_job(self) -> tuple[int, int, int, int, bool]:
+        """``fetch_parts``'s arguments for the next render."""
+        seed = self.seed
         self.seed += 1
-        return self.seed - 1
+        return seed, POOL_WORLDS, POOL_CHUNKS, self.taps, self._scene(seed)
 
     def _fetch_here(self) -> PoolParts:
-        seed = self._next_seed()
-        return fetch_parts(seed, POOL_WORLDS, POOL_CHUNKS, self.taps, self._scene(seed))
+        return fetch_parts(*self._next_job())
 
     def _submit(self) -> None:
         assert self.executor is not None
-        seed = self._next_seed()
-        args = (seed, POOL_WORLDS, POOL_CHUNKS, self.taps, self._scene(seed))
-        self.pending.append(self.executor.submit(fetch_parts, *args))
+        self.pending.append(self.executor.submit(fetch_parts, *self._next_job()))
 
     def refresh(self, gen: torch.Generator) -> None:
         """Replace random chunks with fresh episodes (those ready, with workers; one render without)."""

@@ -113,9 +113,10 @@ def codec_latent_shape(codec: Codec) -> tuple[int, int, int]:
     return (codec.cfg.latent_channels, 16, 16)
 
 
-def _build_with(codec_path: Path, device: str, threads: int, seed: int, args: tuple) -> str:
-    """``build_shard`` in a background process: load the codec there, onto ``device``."""
-    torch.set_num_threads(threads)
+def _build_with(codec_path: Path, device: str, seed: int, args: tuple) -> str:
+    """``build_shard`` in a background process of its own (one thread): load the codec there, onto
+    ``device``."""
+    torch.set_num_threads(1)
     build_shard(load_codec(codec_path).to(device), seed, *args)
     return str(args[2])
 
@@ -153,7 +154,6 @@ def main() -> None:
                     _build_with,
                     args.codec,
                     args.device,
-                    1,
                     seed0 + i,
                     (args.episodes, args.chunks, path, args.scene),
                 )

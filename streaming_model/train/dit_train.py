@@ -119,15 +119,15 @@ class Batcher:
         # the onset at a position that gets its loss. Each kind has its own share of the sequences: the
         # scene's changes, many more, once crowded out turn's onsets and the model forgot which way to turn.
         k = data["action"].shape[1]
-        self.changed = scene_changes(data)
-        self.after_change = np.zeros_like(self.changed)  # a change and the chunks of its first frames
+        changed = scene_changes(data)
+        self.after_change = np.zeros_like(changed)  # a change and the chunks of its first frames
         for back in range(ONSET_FRAMES // 4):
-            self.after_change[:, back:] |= self.changed[:, : k - back]
+            self.after_change[:, back:] |= changed[:, : k - back]
         chunk = np.arange(k)[None]
         fits = (chunk >= cfg.window) & (chunk <= k - 2)
         wanted = np.isin(data["action"], [ACTION_INDEX[a] for a in focus]) & (data["phase0"] == 0)
         self.onsets = np.argwhere(wanted & fits)
-        self.changes = np.argwhere(self.changed & fits)
+        self.changes = np.argwhere(changed & fits)
         self.focus_prob = focus_prob if len(self.onsets) else 0.0
         self.change_prob = change_prob if len(self.changes) else 0.0
 
