@@ -38,7 +38,7 @@ SIDE_SIGN = {"other": 0.0, "left": -1.0, "right": 1.0}  # a side as the sign of 
 # the model sees little of them, and a larger input makes its weights for them learn faster.
 PARAM_GAIN = 4.0
 CONT_DIM = 2 + 2 + 1 + 1 + FRAMES_PER_CHUNK * (1 + 1 + 2 * len(CYCLE_HZ))
-SCENE_DIM = sum(len(spec.choices) - 1 for spec in SCENE)
+SCENE_DIM = sum(len(spec.choices) for spec in SCENE)
 """Continuous inputs a model trained on the scene reads besides ``CONT_DIM`` (``scene_features``)."""
 
 
@@ -234,16 +234,15 @@ def continuous_features(codes: ChunkCodes, scene: bool = False) -> np.ndarray:
 
 
 def scene_features(codes: ChunkCodes) -> np.ndarray:
-    """(N, K, SCENE_DIM) float32: for each scene part, a one-hot of its choice leaving out the default, so
-    that today's world (every part at its default) is all zeros: a model given the scene as extra inputs,
-    whose weights for them start at zero, starts exactly as the model without them. Scaled by
-    ``PARAM_GAIN``, as the action parameters are, so that weights starting at zero learn fast enough: a
-    transformer fine-tuned 2,700 steps on unscaled ones drew the scenes it saw most (dusk, a door, a ball)
-    whatever it was asked."""
+    """(N, K, SCENE_DIM) float32: for each scene part, a one-hot of its choice, the default included, so
+    that going back to today's world (day, clear, no door) is asked for as plainly as leaving it: with the
+    default left out (all zeros), a model trained 4,500 steps never brought the day back. Weights for
+    these inputs start at zero (``dit.with_scene``), so a grown model starts exactly as the one without
+    them. Scaled by ``PARAM_GAIN``, as the action parameters are, so that weights starting at zero learn
+    fast enough: a transformer fine-tuned 2,700 steps on unscaled ones drew the scenes it saw most (dusk,
+    a door, a ball) whatever it was asked."""
     picks = codes.scene_codes()
-    out = [
-        np.eye(len(spec.choices), dtype=np.float32)[picks[..., p]][..., 1:] for p, spec in enumerate(SCENE)
-    ]
+    out = [np.eye(len(spec.choices), dtype=np.float32)[picks[..., p]] for p, spec in enumerate(SCENE)]
     return np.concatenate(out, axis=-1) * PARAM_GAIN
 
 

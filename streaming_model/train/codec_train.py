@@ -24,7 +24,13 @@ in the air or in the paw (measured: 0 through it however the decoder is trained)
 trains the encoder too (into checkpoints/codec_scene_anchored/), anchored: half of the chunks are today's
 world, whose latents are pulled toward the shipped encoder's, so that what the transformer learned of them
 still holds while the scene finds room in the latents. The transformer's shards must then be encoded again
-with it (``dit_data --codec``).
+with it (``dit_data --codec``). Its decoder can then go on learning alone while the transformer trains on
+those shards:
+
+    nice -n 19 python -m streaming_model.train.codec_train --scene \
+        --encoder checkpoints/codec_scene_anchored/codec.safetensors --face-weight 8 --minutes 20
+
+keeps that codec's encoder and scale (frozen) and trains its decoder, into checkpoints/codec_scene/.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import torch
 from torch.nn import functional as F
 
 from ..codec import Codec, CodecConfig, to_pixels, voice_taps
-from ..loading import load_codec
+from ..loading import CODEC_PATH, load_codec
 from ..weights import WEIGHTS_DIR, save_weights
 from .codec_data import ChunkPool, fetch_parts
 from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
@@ -82,7 +88,9 @@ def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool, path: Pat
 def parse_args() -> argparse.Namespace:
     """The command line (module docstring)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument(
+        "--minutes", type=float, default=30.0, help="this run's wall clock, filling the pool of worlds included"
+    )
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=2)
@@ -112,6 +120,13 @@ def parse_args() -> argparse.Namespace:
         help=f"with --scene: train the encoder too, its latents of today's world pulled toward the shipped "
         f"encoder's with this weight (into {ANCHORED_CKPT_DIR})",
     )
+    ap.add_argument(
+        "--encoder",
+        type=Path,
+        default=CODEC_PATH,
+        help="with --decoder-only or --scene: the codec whose encoder and latent scale are kept (and whose "
+        "decoder is trained on), e.g. an anchored codec the transformer's latents were encoded with",
+    )
     add_device_args(ap)
     ap.add_argument(
         "--pool",
@@ -133,12 +148,12 @@ def build_model(
     if ck is not None:
         model.load_state_dict(ck["model"])
         print(f"resumed at step {ck['step']}, {ck['elapsed'] / 60:.1f} min trained", flush=True)
-    if args.decoder_only:  # the shipped encoder and scale made the transformer's latents: keep them exact
-        shipped = load_codec()
-        if ck is None:  # start from the shipped decoder (new voice layers start at zero)
-            model.decoder.load_state_dict(shipped.decoder.state_dict(), strict=False)
-        model.encoder.load_state_dict(shipped.encoder.state_dict())
-        model.scale.copy_(shipped.scale)
+    if args.decoder_only:  # this encoder and scale made the transformer's latents: keep them exact
+        base = load_codec(args.encoder)
+        if ck is None:  # start from its decoder (new voice layers start at zero)
+            model.decoder.load_state_dict(base.decoder.state_dict(), strict=False)
+        model.encoder.load_state_dict(base.encoder.state_dict())
+        model.scale.copy_(base.scale)
         model.encoder.requires_grad_(False)
     anchor = load_codec() if anchored else None  # the shipped encoder, which made the transformer's latents
     if anchor is not None:
@@ -151,12 +166,13 @@ def build_model(
 
 def main() -> None:
     """Train for --minutes (this run), checkpointing; resume if a checkpoint exists."""
+    started = time.time()  # the deadline counts the pool's first renders: a staged script keeps to it
     args = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     args.device = torch.device(args.device)
-    # The scene is taught to the shipped decoder, which reads the voice: keep its taps.
-    taps = args.voice_taps or (load_codec().cfg.voice_taps if args.scene else 0)
+    # The scene is taught to a decoder that reads the voice (the shipped one's heir): keep its taps.
+    taps = args.voice_taps or (load_codec(args.encoder).cfg.voice_taps if args.scene else 0)
     anchored = args.scene and args.anchor > 0
     args.decoder_only = (args.decoder_only or taps > 0 or args.scene) and not anchored
     args.ckpt_dir = (
@@ -187,7 +203,7 @@ def main() -> None:
         return model.decoder(z, voice_taps(voice, taps) if taps else None)
 
     prog = Progress(args.ckpt_dir / "log.jsonl", step + int(args.minutes * 60 * 3), step, elapsed)
-    t_end = time.time() + args.minutes * 60
+    t_end = started + args.minutes * 60
     last_ck = time.time()
     gen = torch.Generator().manual_seed(step)
 

@@ -4,12 +4,16 @@ its face under any light."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import numpy as np
 import torch
 
 from streaming_model.scene_probes import measure_scene
 from streaming_model.train.codec_data import POOL_CHUNKS, POOL_WORLDS, ChunkPool, voiced_chunks
-from streaming_model.train.codec_train import character_weight
+from streaming_model.loading import load_codec
+from streaming_model.train.codec_train import build_model, character_weight, export
 from streaming_model.train.pixels import character_pixels, face_pixels
 from streaming_model.world.episodes import Episode
 
@@ -58,3 +62,28 @@ def test_a_pool_refreshed_by_a_background_process_swaps_in_its_fresh_worlds() ->
         assert len(pool.pending) == 1  # and the next render is on its way
     finally:
         pool.close()
+
+
+def test_a_decoder_taught_alone_keeps_the_encoder_and_scale_it_was_given_frozen(tmp_path: Path) -> None:
+    # An encoder trained elsewhere (as the anchored stage trains one), with its own latent scale.
+    given = load_codec()
+    with torch.no_grad():
+        for p in given.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    given.scale.fill_(0.5)
+    val = torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8)
+    export(given, val, {}, rescale=False, path=tmp_path / "given.safetensors")
+    args = argparse.Namespace(
+        ckpt_dir=tmp_path, decoder_only=True, encoder=tmp_path / "given.safetensors", device="cpu"
+    )
+    model, anchor, resumed = build_model(args, taps=given.cfg.voice_taps, anchored=False)
+    assert anchor is None and resumed is None
+    saved = load_codec(tmp_path / "given.safetensors")  # as written: fp16
+    for name, p in model.encoder.named_parameters():
+        assert torch.equal(p, saved.encoder.get_parameter(name)) and not p.requires_grad
+    assert float(model.scale) == 0.5
+    # The decoder starts from the given codec's, not the shipped one's, and is what learns.
+    first = next(iter(saved.decoder.state_dict()))
+    assert torch.equal(model.decoder.state_dict()[first], saved.decoder.state_dict()[first])
+    assert not torch.equal(model.decoder.state_dict()[first], load_codec().decoder.state_dict()[first])
+    assert all(p.requires_grad for p in model.decoder.parameters())
