@@ -48,6 +48,9 @@ class DiTConfig(msgspec.Struct, frozen=True):
     scene_dim: int = 0
     """The last ``scene_dim`` continuous inputs are the scene's (``condition.scene_features``); 0: a model
     that draws no scene (the shipped weights)."""
+    cond_maps: int = 0
+    """How many spatial maps the chunk's condition weighs into its tokens (``DiT.maps``); 0: none (the
+    shipped weights)."""
 
     @property
     def tokens(self) -> int:
@@ -132,6 +135,12 @@ class DiT(nn.Module):
         for lin in (self.ada_out, self.patch_out):
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
+        if cfg.cond_maps:
+            # A path from the condition to places in the picture: a door at the right edge or a lamp at the
+            # left is one map, where adaLN's per-chunk modulation must find the place through the
+            # tokens' contents (a transformer trained 3,700 steps that way drew the light but no door).
+            self.map_weights = nn.Linear(w, cfg.cond_maps)
+            self.maps = nn.Parameter(torch.zeros(cfg.cond_maps, cfg.tokens, w))
         self.rope = Rope(cfg.head_dim, cfg.rope_dims, cfg.rope_bases)
         g = cfg.grid // cfg.patch
         rows, cols = torch.meshgrid(torch.arange(g), torch.arange(g), indexing="ij")
@@ -236,6 +245,8 @@ class DiT(nn.Module):
         output for the chunks from ``finish_from`` on (B, nC - finish_from, T, w), or None when it is None:
         the last block stops once it has projected."""
         x = self.patch_in(self.patchify(z))
+        if self.cfg.cond_maps:
+            x = x + torch.einsum("bcm,mtw->bctw", self.map_weights(F.silu(c)), self.maps)
         # To mypy a ModuleList yields plain Modules; these are the Blocks built in __init__.
         blocks = cast("list[Block]", list(self.blocks))
         for i, blk in enumerate(blocks):
@@ -297,4 +308,27 @@ def with_scene(dit: DiT) -> DiT:
     first = state["cont_mlp.0.weight"]  # (w, cont_dim)
     state["cont_mlp.0.weight"] = torch.cat([first, first.new_zeros(first.shape[0], SCENE_DIM)], dim=1)
     grown.load_state_dict(state)
+    return with_maps(grown)
+
+
+MAP_RANK = 16
+"""The condition maps a model grown to draw the scene gets."""
+
+
+def with_maps(dit: DiT, rank: int = MAP_RANK) -> DiT:
+    """``dit`` with ``rank`` condition maps, computing exactly what it did: the maps start at zero (their
+    weights from the condition at random, so that the maps learn from the first step)."""
+    if dit.cfg.cond_maps:
+        raise ValueError("this transformer has condition maps already")
+    grown = DiT(msgspec.structs.replace(dit.cfg, cond_maps=rank)).to(next(dit.parameters()).device)
+    missing, unexpected = grown.load_state_dict(dit.state_dict(), strict=False)
+    assert sorted(missing) == ["map_weights.bias", "map_weights.weight", "maps"] and not unexpected
     return grown
+
+
+def grown_for_scene(dit: DiT) -> DiT:
+    """``dit`` grown as far as a model that draws the scene needs: the scene's inputs and actions
+    (``with_scene``), condition maps (``with_maps``); as it is where it has both."""
+    if not dit.cfg.scene_dim:
+        return with_scene(dit)
+    return dit if dit.cfg.cond_maps else with_maps(dit)

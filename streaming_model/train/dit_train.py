@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..condition import ChunkCodes, continuous_features
-from ..dit import DiT, DiTConfig, block_causal_mask, masked_attend, with_scene
+from ..dit import DiT, DiTConfig, block_causal_mask, grown_for_scene, masked_attend, with_scene
 from ..loading import DIT_PATH, load_dit
 from ..manifest import ACTION_INDEX
 from ..weights import WEIGHTS_DIR, save_weights
@@ -292,6 +292,12 @@ def main() -> None:
         help=f"learn the scene: from the shipped weights grown to read it (dit.with_scene), on {SCENE_DATA_DIR} "
         f"and any shards of today's world in {DATA_DIR}, checkpoints and weights in {SCENE_CKPT_DIR}",
     )
+    ap.add_argument(
+        "--start",
+        type=Path,
+        help="with --scene and no checkpoint: start from this transformer (one an earlier run exported, "
+        "given condition maps if it has none: dit.with_maps) rather than the shipped weights grown",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ckpt_dir = SCENE_CKPT_DIR if args.scene else CKPT_DIR
@@ -311,11 +317,11 @@ def main() -> None:
         opt.load_state_dict(ck["opt"])
         step, elapsed, val_log = ck["step"], ck["elapsed"], ck["val_log"]
         print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
-    elif DIT_PATH.exists():
+    elif args.start is not None or DIT_PATH.exists():
         # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights rather
         # than from scratch; only the optimizer's moments start afresh.
-        shipped, info = load_dit(DIT_PATH)
-        start = with_scene(shipped) if args.scene else shipped
+        shipped, info = load_dit(args.start or DIT_PATH)
+        start = grown_for_scene(shipped) if args.scene else shipped
         model.load_state_dict(start.state_dict())
         ema.load_state_dict(start.state_dict())
         step, elapsed, val_log = (
@@ -323,7 +329,8 @@ def main() -> None:
             60.0 * info.get("train_minutes", 0.0),
             info.get("val_log", []),
         )
-        print(f"continuing from the shipped weights: step {step}, {elapsed / 60:.1f} min trained", flush=True)
+        source = args.start or "the shipped weights"
+        print(f"continuing from {source}: step {step}, {elapsed / 60:.1f} min trained", flush=True)
     shards = Shards(SCENE_DATA_DIR, plain=DATA_DIR) if args.scene else Shards(DATA_DIR)
     print(
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition, ConditionError
-from streaming_model.dit import with_scene
+from streaming_model.dit import DiT, grown_for_scene, with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE_ACTIONS
 from streaming_model.runtime import Generator
@@ -48,6 +49,20 @@ def test_only_the_grown_transformer_takes_the_scene_and_its_actions(generators: 
 def test_a_transformer_that_reads_the_scene_is_not_grown_again(generators: tuple) -> None:
     with pytest.raises(ValueError, match="reads the scene already"):
         with_scene(generators[1].dit)
+    assert grown_for_scene(generators[1].dit) is generators[1].dit
+
+
+def test_a_scene_model_without_condition_maps_gets_them_and_draws_exactly_as_before(generators: tuple) -> None:
+    grown = generators[1].dit
+    earlier = DiT(msgspec.structs.replace(grown.cfg, cond_maps=0))  # as a run before the maps exported it
+    earlier.load_state_dict({k: v for k, v in grown.state_dict().items() if "map" not in k})
+    mapped = grown_for_scene(earlier.eval())
+    assert mapped.cfg.cond_maps > 0 and not mapped.maps.any()
+    night = ChunkCondition("idle", scene=(("light", "night"), ("door", "open")))
+    a = Generator(earlier, load_codec()).open_session(identity=3, seed=1)
+    b = Generator(mapped.eval(), load_codec()).open_session(identity=3, seed=1)
+    for _ in range(3):
+        assert np.array_equal(a.step(night), b.step(night))
 
 
 def test_the_tiny_backend_serves_other_weights_and_publishes_their_scene(tmp_path: Path) -> None:

@@ -70,6 +70,8 @@ def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tm
     assert isinstance(first, torch.nn.Linear)
     grad = first.weight.grad
     assert grad is not None and torch.isfinite(loss) and grad[:, -SCENE_DIM:].abs().sum() > 0
+    # So do the condition maps, which start at zero too.
+    assert model.maps.grad is not None and model.maps.grad.abs().sum() > 0
 
 
 def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actions_first_chunks() -> None:
