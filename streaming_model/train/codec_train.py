@@ -89,7 +89,10 @@ def parse_args() -> argparse.Namespace:
     """The command line (module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument(
-        "--minutes", type=float, default=30.0, help="this run's wall clock, filling the pool of worlds included"
+        "--minutes",
+        type=float,
+        default=30.0,
+        help="this run's wall clock, filling the pool of worlds included",
     )
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)

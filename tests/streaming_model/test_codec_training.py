@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from streaming_model.loading import load_codec
 from streaming_model.scene_probes import measure_scene
 from streaming_model.train.codec_data import POOL_CHUNKS, POOL_WORLDS, ChunkPool, voiced_chunks
-from streaming_model.loading import load_codec
 from streaming_model.train.codec_train import build_model, character_weight, export
 from streaming_model.train.pixels import character_pixels, face_pixels
 from streaming_model.world.episodes import Episode

@@ -52,7 +52,9 @@ def test_a_transformer_that_reads_the_scene_is_not_grown_again(generators: tuple
     assert grown_for_scene(generators[1].dit) is generators[1].dit
 
 
-def test_a_scene_model_without_condition_maps_gets_them_and_draws_exactly_as_before(generators: tuple) -> None:
+def test_a_scene_model_without_condition_maps_gets_them_and_draws_exactly_as_before(
+    generators: tuple,
+) -> None:
     grown = generators[1].dit
     earlier = DiT(msgspec.structs.replace(grown.cfg, cond_maps=0))  # as a run before the maps exported it
     earlier.load_state_dict({k: v for k, v in grown.state_dict().items() if "map" not in k})
