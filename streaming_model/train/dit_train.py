@@ -111,8 +111,10 @@ class Batcher:
         focus: tuple[str, ...] = (),
         focus_prob: float = 0.0,
         change_prob: float = 0.0,
+        change_weight: float = 0.0,
     ) -> None:
         self.cfg, self.d, self.ref = cfg, data, reference
+        self.change_weight = change_weight
         self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
         # Onsets of the focus actions and, with a scene, its changes (a chunk whose context shows the old
         # scene must read the new one from its inputs), (episode, chunk), where a whole sequence fits with
@@ -130,6 +132,18 @@ class Batcher:
         self.changes = np.argwhere(changed & fits)
         self.focus_prob = focus_prob if len(self.onsets) else 0.0
         self.change_prob = change_prob if len(self.changes) else 0.0
+
+    def changed_tokens(self, ep: np.ndarray, start: np.ndarray) -> torch.Tensor:
+        """(b, SEQ, tokens) in [0, 1]: how far each token's latent moved from the chunk before (a mean
+        absolute change of 1, in normalised latent units, and more count fully). At a change of scene
+        that is where a door, a lamp or the ball came or went: a few tokens of 64, which the loss
+        otherwise weighs as any unchanged token of the sky."""
+        chunks = start[:, None] + np.arange(SEQ)
+        now = self.d["latents"][ep[:, None], chunks].astype(np.float32)
+        before = self.d["latents"][ep[:, None], np.maximum(chunks - 1, 0)].astype(np.float32)
+        p, g = self.cfg.patch, self.cfg.grid // self.cfg.patch
+        moved = np.abs(now - before).reshape(*now.shape[:3], g, p, g, p).mean((2, 4, 6))
+        return torch.from_numpy(np.minimum(moved, 1.0).reshape(*now.shape[:2], -1))
 
     def batch(self, gen: torch.Generator, b: int) -> dict[str, torch.Tensor]:
         """One batch of b sequences with noise, conditions, positions and loss weights."""
@@ -157,6 +171,8 @@ class Batcher:
         x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
         tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
         tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
+        if self.change_weight:  # where the scene just changed, the tokens that changed most
+            tok_w += self.change_weight * self.changed_tokens(ep, start) * self.after_change[idx][..., None]
         scene = self.d["scene"][idx] if "scene" in self.d else None
         codes = ChunkCodes(**{f: self.d[f][idx] for f in FIELDS}, scene=scene)
         cont = torch.from_numpy(continuous_features(codes, scene=self.cfg.scene_dim > 0))
@@ -287,6 +303,12 @@ def main() -> None:
         "--change-prob", type=float, default=0.25, help="with a scene: share placed on its changes"
     )
     ap.add_argument(
+        "--change-weight",
+        type=float,
+        default=0.0,
+        help="with a scene: extra loss weight on the tokens that changed most in a change's first chunks",
+    )
+    ap.add_argument(
         "--scene",
         action="store_true",
         help=f"learn the scene: from the shipped weights grown to read it (dit.with_scene), on {SCENE_DATA_DIR} "
@@ -337,7 +359,13 @@ def main() -> None:
         flush=True,
     )
     train_b = Batcher(
-        cfg, shards.train, shards.reference, tuple(args.focus), args.focus_prob, args.change_prob
+        cfg,
+        shards.train,
+        shards.reference,
+        tuple(args.focus),
+        args.focus_prob,
+        args.change_prob,
+        args.change_weight,
     )
     val_b = Batcher(cfg, shards.val, shards.reference)
     mask, val_mask = train_b.mask.to(dev), val_b.mask.to(dev)
