@@ -172,7 +172,8 @@ class Batcher:
         tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
         tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
         if self.change_weight:  # where the scene just changed, the tokens that changed most
-            tok_w += self.change_weight * self.changed_tokens(ep, start) * self.after_change[idx][..., None]
+            fresh = torch.from_numpy(self.after_change[idx]).float()[..., None]
+            tok_w += self.change_weight * self.changed_tokens(ep, start) * fresh
         scene = self.d["scene"][idx] if "scene" in self.d else None
         codes = ChunkCodes(**{f: self.d[f][idx] for f in FIELDS}, scene=scene)
         cont = torch.from_numpy(continuous_features(codes, scene=self.cfg.scene_dim > 0))

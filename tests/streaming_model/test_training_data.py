@@ -74,11 +74,12 @@ def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tm
     assert model.maps.grad is not None and model.maps.grad.abs().sum() > 0
 
 
-def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actions_first_chunks() -> None:
-    episodes, chunks = 2, 24
+def _night_falls(episodes: int = 2, chunks: int = 24) -> dict[str, np.ndarray]:
+    """Shard arrays of idle episodes where night falls at chunk 10 of the first; the second keeps today's
+    world."""
     scene = np.zeros((episodes, chunks, len(SCENE)), np.int64)
-    scene[0, 10:, 0] = 2  # night falls at chunk 10 of the first episode; the second keeps today's world
-    data = {
+    scene[0, 10:, 0] = 2
+    return {
         "latents": np.zeros((episodes, chunks, 16, 16, 16), np.float16),
         "masks": np.zeros((episodes, chunks, 64), bool),
         "faces": np.zeros((episodes, chunks, 64), bool),
@@ -93,8 +94,13 @@ def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actio
         "phase0": np.arange(chunks)[None].repeat(episodes, 0) * 4,
         "scene": scene,
     }
+
+
+def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actions_first_chunks() -> None:
     cfg = with_scene(load_dit()[0]).cfg
-    batcher = Batcher(cfg, data, np.zeros((8, 16, 16, 16), np.float32), ("turn",), 0.5, change_prob=0.5)
+    batcher = Batcher(
+        cfg, _night_falls(), np.zeros((8, 16, 16, 16), np.float32), ("turn",), 0.5, change_prob=0.5
+    )
     assert batcher.changes.tolist() == [[0, 10]]  # the change: an onset of its own kind
     assert batcher.focus_prob == 0.0 and not len(batcher.onsets)  # no turn here: its share goes unused
     assert batcher.after_change[0].nonzero()[0].tolist() == [10, 11, 12]
@@ -103,3 +109,24 @@ def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actio
     weights = [b["weight"][..., 0] for b in batches if b["pos"][1] > 1]  # mid-episode sequences
     placed = [(w.amax(1) == 1 + ONSET_WEIGHT) for w in weights]  # those around the change
     assert weights and 0 < sum(int(p.sum()) for p in placed) < 4 * len(weights)  # about half of them
+
+
+def test_with_a_change_weight_the_tokens_a_change_of_scene_moved_weigh_more_in_its_first_chunks() -> None:
+    data = _night_falls()
+    data["latents"][0, 10:, :, 14:, 14:] = 2.0  # from chunk 10 on, the bottom right corner (one token) is lit
+    cfg = with_scene(load_dit()[0]).cfg
+    ref = np.zeros((8, 16, 16, 16), np.float32)
+    plain = Batcher(cfg, data, ref, change_prob=1.0)  # sequences placed on the change
+    weighed = Batcher(cfg, data, ref, change_prob=1.0, change_weight=8.0)
+    ep, start = np.array([0]), np.array([8])  # chunks 8..8+SEQ: the change at the third
+    moved = weighed.changed_tokens(ep, start)[0]
+    corner = 63  # the last token of the 8 x 8 grid
+    assert moved[2, corner] == 1.0 and moved[2].sum() == 1.0  # the corner moved, nothing else
+    assert not moved[3:].any() and not moved[:2].any()  # it moves once: after that it stays lit
+    # The extra weight lands on that token of the change's chunk, and only with a change weight.
+    gen_a, gen_b = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    with_w = torch.cat([weighed.batch(gen_a, 16)["weight"] for _ in range(4)])  # a quarter start episodes
+    without = torch.cat([plain.batch(gen_b, 16)["weight"] for _ in range(4)])
+    extra = with_w - without
+    assert extra.min() == 0.0 and extra.max() > 0.0
+    assert (extra.sum((0, 1)) > 0).nonzero().flatten().tolist() == [corner]
