@@ -112,7 +112,37 @@ def random_codes(rng: np.random.Generator, n: int, k: int, scene: bool = False) 
         codes.audio[i] = _envelope(rng, k * FRAMES_PER_CHUNK).reshape(k, FRAMES_PER_CHUNK)
     if scene:
         codes.scene = random_scene(rng, codes.action)
+        _idle_at_changes(rng, codes)
     return codes
+
+
+IDLE_AT_CHANGE = 0.5
+"""Share of the scene's own changes (not those an action makes) the character stands idle through."""
+IDLE_BEFORE, IDLE_AFTER = 2, 6
+"""Chunks of that idle before and after the change."""
+
+
+def _idle_at_changes(rng: np.random.Generator, codes: ChunkCodes) -> None:
+    """Stand the character idle around about half of the scene's own changes, as a user or a story
+    mostly changes the scene while the character waits or talks: with the actions drawn independently,
+    5 % of the changes fell in idle, and a transformer trained on them drew none of the door, lamp,
+    weather or ball asked for while it stood still. Windows that would cut an action toward the scene are
+    left out (its first chunk sets the scene). Phases restart where an action resumes after the idle."""
+    assert codes.scene is not None
+    idle, sets = ACTION_INDEX["idle"], np.array(sorted(_SETS))
+    n, k = codes.action.shape
+    changed = (codes.scene[:, 1:] != codes.scene[:, :-1]).any(-1)
+    for i, c in np.argwhere(changed):
+        c += 1  # the first chunk of the new scene
+        a, b = max(0, c - IDLE_BEFORE), min(k, c + IDLE_AFTER)
+        if rng.random() >= IDLE_AT_CHANGE or np.isin(codes.action[i, a : min(k, b + 1)], sets).any():
+            continue
+        codes.action[i, a:b] = idle
+    # Phases follow the actions as the runtime counts them: 0 where the action changes, else on by a chunk.
+    for i in range(n):
+        for c in range(k):
+            same = c > 0 and codes.action[i, c] == codes.action[i, c - 1]
+            codes.phase0[i, c] = codes.phase0[i, c - 1] + FRAMES_PER_CHUNK if same else 0
 
 
 _PART = {spec.name: p for p, spec in enumerate(SCENE)}

@@ -132,6 +132,20 @@ def test_random_scene_episodes_show_every_choice_and_every_action_toward_the_sce
     assert (codes.scene[..., door][opening] == 2).all()  # the scene agrees with the action
 
 
+def test_the_character_stands_idle_through_about_half_of_the_scenes_own_changes() -> None:
+    codes = random_codes(np.random.default_rng(0), 40, 60, scene=True)
+    assert codes.scene is not None
+    changed = (codes.scene[:, 1:] != codes.scene[:, :-1]).any(-1)
+    at = codes.action[:, 1:][changed]  # the action at each change's first chunk
+    made = np.isin(at, [ACTION_INDEX[a.name] for a in SCENE_ACTIONS if a.sets])  # changes an action makes
+    idle = at[~made] == ACTION_INDEX["idle"]
+    assert 0.35 < idle.mean() < 0.75  # drawn independently of the scene, about 5 % would be
+    # Phases are what the runtime counts: 0 where the action changes, else on by a chunk's frames.
+    same = codes.action[:, 1:] == codes.action[:, :-1]
+    assert (codes.phase0[:, 0] == 0).all()
+    assert np.array_equal(codes.phase0[:, 1:], np.where(same, codes.phase0[:, :-1] + 4, 0))
+
+
 def test_scene_episodes_are_reproducible() -> None:
     a, b = random_episode(2, 2, 6, scene=True), random_episode(2, 2, 6, scene=True)
     assert np.array_equal(a.frames, b.frames) and a.codes.scene is not None
