@@ -291,8 +291,9 @@ def with_scene(dit: DiT) -> DiT:
 
     The actions toward the scene take new embedding rows (copies of ``idle``'s: they start as standing
     still), between the trained actions and the reference marker, which moves to the end; the scene's
-    inputs take new columns of the condition MLP's first layer, at zero. Where to start training a model
-    that draws the scene from the shipped weights (``train.dit_train --scene``).
+    inputs take new columns of the condition MLP's first layer, at zero; condition maps are added
+    (``with_maps``). Where to start training a model that draws the scene from the shipped weights
+    (``train.dit_train --scene``).
     """
     old = dit.cfg
     if old.scene_dim:

@@ -133,17 +133,14 @@ class Batcher:
         self.focus_prob = focus_prob if len(self.onsets) else 0.0
         self.change_prob = change_prob if len(self.changes) else 0.0
 
-    def changed_tokens(self, ep: np.ndarray, start: np.ndarray) -> torch.Tensor:
-        """(b, SEQ, tokens) in [0, 1]: how far each token's latent moved from the chunk before (a mean
-        absolute change of 1, in normalised latent units, and more count fully). At a change of scene
-        that is where a door, a lamp or the ball came or went: a few tokens of 64, which the loss
-        otherwise weighs as any unchanged token of the sky."""
-        chunks = start[:, None] + np.arange(SEQ)
-        now = self.d["latents"][ep[:, None], chunks].astype(np.float32)
-        before = self.d["latents"][ep[:, None], np.maximum(chunks - 1, 0)].astype(np.float32)
-        p, g = self.cfg.patch, self.cfg.grid // self.cfg.patch
-        moved = np.abs(now - before).reshape(*now.shape[:3], g, p, g, p).mean((2, 4, 6))
-        return torch.from_numpy(np.minimum(moved, 1.0).reshape(*now.shape[:2], -1))
+    def changed_tokens(self, ep: np.ndarray, start: np.ndarray, x0: torch.Tensor) -> torch.Tensor:
+        """(b, SEQ, tokens) in [0, 1]: how far each token of the sequences' latents ``x0`` moved from the
+        chunk before (a mean absolute change of 1, in normalised latent units, and more count fully). At a
+        change of scene that is where a door, a lamp or the ball came or went: a few tokens of 64, which
+        the loss otherwise weighs as any unchanged token of the sky."""
+        chunks = np.maximum(start[:, None] + np.arange(SEQ) - 1, 0)
+        before = torch.from_numpy(self.d["latents"][ep[:, None], chunks].astype(np.float32))
+        return token_means((x0 - before).abs(), self.cfg.patch).clamp(max=1.0)
 
     def batch(self, gen: torch.Generator, b: int) -> dict[str, torch.Tensor]:
         """One batch of b sequences with noise, conditions, positions and loss weights."""
@@ -173,7 +170,7 @@ class Batcher:
         tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
         if self.change_weight:  # where the scene just changed, the tokens that changed most
             fresh = torch.from_numpy(self.after_change[idx]).float()[..., None]
-            tok_w += self.change_weight * self.changed_tokens(ep, start) * fresh
+            tok_w += self.change_weight * self.changed_tokens(ep, start, x0) * fresh
         scene = self.d["scene"][idx] if "scene" in self.d else None
         codes = ChunkCodes(**{f: self.d[f][idx] for f in FIELDS}, scene=scene)
         cont = torch.from_numpy(continuous_features(codes, scene=self.cfg.scene_dim > 0))
@@ -250,11 +247,15 @@ def loss_on(
         base = torch.cat([torch.zeros_like(z[:, :SEQ]), z[:, :SEQ]], dim=1)
         pred, _ = model.run(z, c, cos, sin, masked_attend(mask), base=base)
     pred = pred[:, SEQ:]
-    err = (pred - bt["x0"]).pow(2)  # (b, SEQ, C, 16, 16)
-    p = model.cfg.patch
-    err_tok = err.reshape(*err.shape[:3], 8, p, 8, p).mean((2, 4, 6)).reshape(*err.shape[:2], -1)
+    err_tok = token_means((pred - bt["x0"]).pow(2), model.cfg.patch)
     w = bt["weight"]
     return (err_tok * w).sum() / w.sum().clamp_min(1.0)
+
+
+def token_means(x: torch.Tensor, patch: int) -> torch.Tensor:
+    """(b, SEQ, C, H, W) -> (b, SEQ, tokens): each token's mean over its channels and its patch."""
+    b, n, c, h, w = x.shape
+    return x.reshape(b, n, c, h // patch, patch, w // patch, patch).mean((2, 4, 6)).reshape(b, n, -1)
 
 
 def on(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -341,10 +342,10 @@ def main() -> None:
         step, elapsed, val_log = ck["step"], ck["elapsed"], ck["val_log"]
         print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
     elif args.start is not None or DIT_PATH.exists():
-        # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights rather
-        # than from scratch; only the optimizer's moments start afresh.
-        shipped, info = load_dit(args.start or DIT_PATH)
-        start = grown_for_scene(shipped) if args.scene else shipped
+        # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights (or
+        # --start's) rather than from scratch; only the optimizer's moments start afresh.
+        loaded, info = load_dit(args.start or DIT_PATH)
+        start = grown_for_scene(loaded) if args.scene else loaded
         model.load_state_dict(start.state_dict())
         ema.load_state_dict(start.state_dict())
         step, elapsed, val_log = (

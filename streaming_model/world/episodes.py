@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..condition import ChunkCodes
+from ..condition import ChunkCodes, next_phase
 from ..manifest import ACTION_INDEX, ACTION_NAMES, FRAMES_PER_CHUNK, SCENE, SCENE_ACTIONS, WORLD_ACTION_NAMES
 from .palette import NUM_IDENTITIES
 from .render import render, render_scenery
@@ -125,9 +125,10 @@ IDLE_BEFORE, IDLE_AFTER = 2, 6
 def _idle_at_changes(rng: np.random.Generator, codes: ChunkCodes) -> None:
     """Stand the character idle around about half of the scene's own changes, as a user or a story
     mostly changes the scene while the character waits or talks: with the actions drawn independently,
-    5 % of the changes fell in idle, and a transformer trained on them drew none of the door, lamp,
-    weather or ball asked for while it stood still. Windows that would cut an action toward the scene are
-    left out (its first chunk sets the scene). Phases restart where an action resumes after the idle."""
+    5-12 % of the changes fell in idle, and a transformer trained on them drew none of the door, lamp,
+    weather or ball asked for while it stood still. Windows that would cut an action toward the scene (or
+    meet one in the chunk after) are left out: its first chunk sets the scene. Phases restart where an
+    action resumes after the idle."""
     assert codes.scene is not None
     idle, sets = ACTION_INDEX["idle"], np.array(sorted(_SETS))
     n, k = codes.action.shape
@@ -138,11 +139,13 @@ def _idle_at_changes(rng: np.random.Generator, codes: ChunkCodes) -> None:
         if rng.random() >= IDLE_AT_CHANGE or np.isin(codes.action[i, a : min(k, b + 1)], sets).any():
             continue
         codes.action[i, a:b] = idle
-    # Phases follow the actions as the runtime counts them: 0 where the action changes, else on by a chunk.
+    # Phases follow the actions as the runtime counts them.
     for i in range(n):
+        prev: str | None = None
         for c in range(k):
-            same = c > 0 and codes.action[i, c] == codes.action[i, c - 1]
-            codes.phase0[i, c] = codes.phase0[i, c - 1] + FRAMES_PER_CHUNK if same else 0
+            act = WORLD_ACTION_NAMES[codes.action[i, c]]
+            codes.phase0[i, c] = next_phase(prev, int(codes.phase0[i, c - 1]) if c else 0, act)
+            prev = act
 
 
 _PART = {spec.name: p for p, spec in enumerate(SCENE)}

@@ -119,7 +119,8 @@ def test_with_a_change_weight_the_tokens_a_change_of_scene_moved_weigh_more_in_i
     plain = Batcher(cfg, data, ref, change_prob=1.0)  # sequences placed on the change
     weighed = Batcher(cfg, data, ref, change_prob=1.0, change_weight=8.0)
     ep, start = np.array([0]), np.array([8])  # chunks 8..8+SEQ: the change at the third
-    moved = weighed.changed_tokens(ep, start)[0]
+    x0 = torch.from_numpy(data["latents"][ep[:, None], start[:, None] + np.arange(SEQ)].astype(np.float32))
+    moved = weighed.changed_tokens(ep, start, x0)[0]
     corner = 63  # the last token of the 8 x 8 grid
     assert moved[2, corner] == 1.0 and moved[2].sum() == 1.0  # the corner moved, nothing else
     assert not moved[3:].any() and not moved[:2].any()  # it moves once: after that it stays lit
