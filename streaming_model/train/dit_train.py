@@ -31,6 +31,7 @@ from ..dit import DiT, DiTConfig, block_causal_mask, grown_for_scene, masked_att
 from ..loading import DIT_PATH, load_dit
 from ..manifest import ACTION_INDEX
 from ..weights import WEIGHTS_DIR, save_weights
+from .batch_stream import batch_stream
 from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
 from .dit_data import DATA_DIR, FIELDS, SCENE_DATA_DIR
 
@@ -252,6 +253,28 @@ def loss_on(
     return (err_tok * w).sum() / w.sum().clamp_min(1.0)
 
 
+def train_step(
+    model: DiT,
+    ema: DiT,
+    opt: torch.optim.Optimizer,
+    batch: dict[str, torch.Tensor],
+    mask: torch.Tensor,
+    step: int,
+    rollout: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One optimiser step on ``batch`` and the EMA's update; the loss, left on the device (reading it
+    each step would make the host wait for the GPU)."""
+    loss = loss_on(model, batch, mask, rollout)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    decay = min(0.995, (1 + step) / (10 + step))
+    with torch.no_grad():  # one fused update of every parameter, not a Python loop over them
+        torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1 - decay)
+    return loss.detach()
+
+
 def token_means(x: torch.Tensor, patch: int) -> torch.Tensor:
     """(b, SEQ, C, H, W) -> (b, SEQ, tokens): each token's mean over its channels and its patch."""
     b, n, c, h, w = x.shape
@@ -291,6 +314,12 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=2)
     add_device_args(ap, workers=False)
+    ap.add_argument(
+        "--loader-workers",
+        type=int,
+        default=0,
+        help="processes building batches ahead of the step (0: built here; on a GPU a few keep it busy)",
+    )
     ap.add_argument("--ckpt-every-min", type=float, default=4.0)
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
     ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
@@ -372,11 +401,12 @@ def main() -> None:
     val_b = Batcher(cfg, shards.val, shards.reference)
     mask, val_mask = train_b.mask.to(dev), val_b.mask.to(dev)
     val_batches = [on(val_b.batch(torch.Generator().manual_seed(i), 4), dev) for i in range(3)]
-    gen = torch.Generator().manual_seed(1 + step)
+    gen = torch.Generator().manual_seed(1 + step)  # rollouts; the batches have their own stream
+    stream = batch_stream(train_b, 1 + step, args.batch, args.loader_workers, pin=dev.type == "cuda")
     prog = Progress(ckpt_dir / "log.jsonl", step + int(args.minutes * 60 / 1.5), step, elapsed)
     t_end = time.time() + args.minutes * 60
     last_ck = time.time()
-    loss_acc, n_acc = 0.0, 0
+    loss_acc, n_acc = torch.zeros((), device=dev), 0  # summed on the device: no wait on each step's loss
 
     def checkpoint() -> None:
         save_checkpoint(
@@ -402,20 +432,13 @@ def main() -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         use_rollout = step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob
-        loss = loss_on(model, on(train_b.batch(gen, args.batch), dev), mask, gen if use_rollout else None)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        decay = min(0.995, (1 + step) / (10 + step))
-        with torch.no_grad():
-            for pe, pm in zip(ema.parameters(), model.parameters(), strict=True):
-                pe.lerp_(pm, 1 - decay)
+        batch = on(next(stream), dev)
+        loss = train_step(model, ema, opt, batch, mask, step, gen if use_rollout else None)
         step += 1
-        loss_acc, n_acc = loss_acc + loss.item(), n_acc + 1
+        loss_acc, n_acc = loss_acc + loss, n_acc + 1
         if step % 25 == 0:
-            metrics = {"loss": loss_acc / n_acc, "lr": lr}
-            loss_acc, n_acc = 0.0, 0
+            metrics = {"loss": loss_acc.item() / n_acc, "lr": lr}
+            loss_acc, n_acc = torch.zeros((), device=dev), 0
             if step % 200 == 0:
                 with torch.no_grad():
                     metrics["val_loss"] = float(

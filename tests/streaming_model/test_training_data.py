@@ -15,6 +15,7 @@ from streaming_model.manifest import SCENE
 from streaming_model.train.dit_data import build_shard, face_mask, token_mask
 from streaming_model.train.dit_train import ONSET_WEIGHT, SEQ, Batcher, Shards, loss_on, sample_levels
 from streaming_model.world.episodes import Episode, reference_chunk
+from tests.support.shard_arrays import night_falls
 
 
 def test_face_tokens_are_character_tokens_around_the_head() -> None:
@@ -74,32 +75,10 @@ def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tm
     assert model.maps.grad is not None and model.maps.grad.abs().sum() > 0
 
 
-def _night_falls(episodes: int = 2, chunks: int = 24) -> dict[str, np.ndarray]:
-    """Shard arrays of idle episodes where night falls at chunk 10 of the first; the second keeps today's
-    world."""
-    scene = np.zeros((episodes, chunks, len(SCENE)), np.int64)
-    scene[0, 10:, 0] = 2
-    return {
-        "latents": np.zeros((episodes, chunks, 16, 16, 16), np.float16),
-        "masks": np.zeros((episodes, chunks, 64), bool),
-        "faces": np.zeros((episodes, chunks, 64), bool),
-        "identity": np.zeros(episodes, np.int64),
-        "action": np.zeros((episodes, chunks), np.int64),  # idle throughout: no action onset but the first
-        "emotion": np.zeros((episodes, chunks), np.int64),
-        "target": np.zeros((episodes, chunks, 2), np.float32),
-        "gaze": np.zeros((episodes, chunks, 2), np.float32),
-        "side": np.zeros((episodes, chunks), np.float32),
-        "speaking": np.zeros((episodes, chunks), np.float32),
-        "audio": np.zeros((episodes, chunks, 4), np.float32),
-        "phase0": np.arange(chunks)[None].repeat(episodes, 0) * 4,
-        "scene": scene,
-    }
-
-
 def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actions_first_chunks() -> None:
     cfg = with_scene(load_dit()[0]).cfg
     batcher = Batcher(
-        cfg, _night_falls(), np.zeros((8, 16, 16, 16), np.float32), ("turn",), 0.5, change_prob=0.5
+        cfg, night_falls(), np.zeros((8, 16, 16, 16), np.float32), ("turn",), 0.5, change_prob=0.5
     )
     assert batcher.changes.tolist() == [[0, 10]]  # the change: an onset of its own kind
     assert batcher.focus_prob == 0.0 and not len(batcher.onsets)  # no turn here: its share goes unused
@@ -112,7 +91,7 @@ def test_a_change_of_scene_is_an_onset_with_its_own_share_weighed_up_as_an_actio
 
 
 def test_with_a_change_weight_the_tokens_a_change_of_scene_moved_weigh_more_in_its_first_chunks() -> None:
-    data = _night_falls()
+    data = night_falls()
     data["latents"][0, 10:, :, 14:, 14:] = 2.0  # from chunk 10 on, the bottom right corner (one token) is lit
     cfg = with_scene(load_dit()[0]).cfg
     ref = np.zeros((8, 16, 16, 16), np.float32)
