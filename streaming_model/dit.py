@@ -26,6 +26,24 @@ from .manifest import ACTION_INDEX, ACTION_NAMES, EMOTIONS
 from .rope import Rope, cos_sin, rotate
 
 AttendFn = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+CHUNK_ROWS = 8
+"""Per-chunk conditions go through their layers at least this many rows at a time (``per_chunk``): twice
+the count from which one AVX2-only CPU's fp32 kernels gave every row the same result (4, for 4 to 200
+rows tried), few enough that the padding costs little."""
+
+
+def per_chunk(layer: Callable[[torch.Tensor], torch.Tensor], c: torch.Tensor) -> torch.Tensor:
+    """``layer`` on per-chunk conditions ``c`` (..., w), one row per chunk, computed in a batch of at least
+    ``CHUNK_ROWS`` rows (zeros fill it). A BLAS takes other kernels for a matrix of one to three rows than
+    for more, with other rounding in fp32 (seen on an AVX2-only CPU), so a chunk's condition would come out
+    differently alone, beside another session's in a batch, or beside the next chunk's in a fused pass;
+    the same kernel for every count keeps a session's frames byte-identical across them."""
+    rows = c.numel() // c.shape[-1]
+    if rows >= CHUNK_ROWS:
+        return layer(c)
+    flat = c.reshape(rows, c.shape[-1])
+    out = layer(torch.cat([flat, flat.new_zeros(CHUNK_ROWS - rows, flat.shape[-1])]))[:rows]
+    return out.reshape(*c.shape[:-1], out.shape[-1])
 
 
 class DiTConfig(msgspec.Struct, frozen=True):
@@ -84,7 +102,7 @@ class Block(nn.Module):
 
     def modulation(self, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Six (B, nC, 1, w) modulation tensors from per-chunk conditions c (B, nC, w)."""
-        return tuple(m.unsqueeze(2) for m in self.ada(F.silu(c)).chunk(6, dim=-1))
+        return tuple(m.unsqueeze(2) for m in per_chunk(self.ada, F.silu(c)).chunk(6, dim=-1))
 
     def project(self, x: torch.Tensor, mod: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         """x (B, nC, T, w) -> q, k, v (B, H, nC*T, hd), q and k normalised but not yet rotated."""
@@ -152,8 +170,8 @@ class DiT(nn.Module):
         self, action: torch.Tensor, emotion: torch.Tensor, cont: torch.Tensor, t: torch.Tensor
     ) -> torch.Tensor:
         """Per-chunk condition vectors (B, nC, w). action == n_actions marks the reference chunk."""
-        c = self.action_emb(action) + self.emotion_emb(emotion) + self.cont_mlp(cont)
-        return c + self.t_mlp(timestep_features(t))
+        c = self.action_emb(action) + self.emotion_emb(emotion) + per_chunk(self.cont_mlp, cont)
+        return c + per_chunk(self.t_mlp, timestep_features(t))
 
     def reference_cond(self, batch: int) -> torch.Tensor:
         """Condition of the pinned reference chunk (clean, no action)."""
@@ -216,7 +234,7 @@ class DiT(nn.Module):
         x = self._blocks(z, c, cos, sin, attend, kv, finish_from=predict_from)
         assert x is not None
         c = c[:, predict_from:]
-        shift, scale = (m.unsqueeze(2) for m in self.ada_out(F.silu(c)).chunk(2, dim=-1))
+        shift, scale = (m.unsqueeze(2) for m in per_chunk(self.ada_out, F.silu(c)).chunk(2, dim=-1))
         out = self.patch_out(self.norm_out(x) * (1 + scale) + shift)
         pred = self.unpatchify(out.float())
         return (pred if base is None else pred + base), kv
@@ -246,7 +264,7 @@ class DiT(nn.Module):
         the last block stops once it has projected."""
         x = self.patch_in(self.patchify(z))
         if self.cfg.cond_maps:
-            x = x + torch.einsum("bcm,mtw->bctw", self.map_weights(F.silu(c)), self.maps)
+            x = x + torch.einsum("bcm,mtw->bctw", per_chunk(self.map_weights, F.silu(c)), self.maps)
         # To mypy a ModuleList yields plain Modules; these are the Blocks built in __init__.
         blocks = cast("list[Block]", list(self.blocks))
         for i, blk in enumerate(blocks):
