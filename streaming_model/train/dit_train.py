@@ -12,7 +12,8 @@ Recipe (from the failed first try in shared/ENVIRONMENT.md):
 - extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x), and on an
   action's first chunks (4x), where its parameters show; a quarter of the sequences placed on onsets of
   actions the model is slow to learn (``--focus``, by default turn, whose direction depends on the facing
-  before it); bf16 autocast; AdamW with warmup; EMA weights.
+  before it); bf16 autocast where the device computes bf16 natively (`common.bf16`), else fp32; AdamW
+  with warmup; EMA weights.
 Writes checkpoints/dit/ckpt.pt, checkpoints/dit/log.jsonl and streaming_model/weights/dit.safetensors.
 """
 
