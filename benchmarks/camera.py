@@ -4,6 +4,8 @@ its reaction latency, beside a gesture button's; false gestures per minute of fo
     PYTHONPATH=$PWD .venv/bin/python benchmarks/camera.py                  # 3 passes, 2 idle minutes
     PYTHONPATH=$PWD .venv/bin/python benchmarks/camera.py --passes 5 --idle-minutes 4
     PYTHONPATH=$PWD .venv/bin/python benchmarks/camera.py --record tests/data/camera
+    scripts/loaded env PYTHONPATH=$PWD .venv/bin/python benchmarks/camera.py --record tests/data/camera \
+        --record-suffix _loaded                                           # on a loaded machine
 
 The server is ``onstage serve`` in its own process (benchmarks/served.py); the page is the one users open,
 with its camera switched on a few seconds into the call (the Camera button; over the WebSocket), the
@@ -22,8 +24,8 @@ by tests/e2e/camera.py. Times are the page's ``performance.now()``.
   (or half a second after it), in each pass that showed all of that part; a gesture recognised anywhere
   else in the footage is a false one.
 - ``--record DIR``: also writes one pass of each footage's landmark frames, as the page sent them, with the
-  footage frame each came from (``gestures.json``, ``no_gestures.json``: tests/events/test_camera_gestures.py
-  reads them).
+  footage frame each came from (``gestures.json``, ``no_gestures.json``, their names ending in
+  ``--record-suffix``: tests/events/test_camera_gestures.py reads them).
 """
 
 from __future__ import annotations
@@ -223,8 +225,8 @@ async def main(args: argparse.Namespace) -> None:
             await asyncio.sleep(0.5)  # past the resume grace: the next page's session is a new one
             idle = await run_footage(base, camera_footage.NO_GESTURES, args.idle_minutes * 60, Path(tmp))
     if args.record is not None:
-        record(watch, camera_footage.GESTURES, args.record / "gestures.json")
-        record(idle, camera_footage.NO_GESTURES, args.record / "no_gestures.json")
+        record(watch, camera_footage.GESTURES, args.record / f"gestures{args.record_suffix}.json")
+        record(idle, camera_footage.NO_GESTURES, args.record / f"no_gestures{args.record_suffix}.json")
     results, false, n = score(watch, camera_footage.GESTURES)
     idle_minutes = (idle.marks[-1][0] - idle.marks[0][0]) / 60000 if idle.marks else 0.0
     print(f"## Camera gestures in headless Chromium ({n} passes of the gesture footage, whole or not)\n")
@@ -246,6 +248,7 @@ if __name__ == "__main__":
     parser.add_argument("--passes", type=int, default=3, help="whole passes of the gesture footage")
     parser.add_argument("--idle-minutes", type=float, default=2.0, help="footage without gestures")
     parser.add_argument("--record", type=Path, help="write one pass of each footage's landmarks here")
+    parser.add_argument("--record-suffix", default="", help="ends the recordings' names (e.g. _loaded)")
     if not CHROMIUM.exists():
         raise SystemExit("no /usr/bin/chromium: run scripts/setup-browser")
     asyncio.run(main(parser.parse_args()))

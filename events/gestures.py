@@ -80,8 +80,10 @@ class GestureConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A hand smaller than this (wrist to middle-finger MCP, in picture units) is not judged: too far away
     to tell its fingers apart, or a tracker's misreading of something else."""
     max_gap_ms: float = 250.0
-    """A longer time since the last frame with a hand (it left the picture, or the tracker lost it) starts
-    the history afresh."""
+    """A hand missing from two frames or more in a row for longer than this (it left the picture, or the
+    tracker lost it) starts the history afresh."""
+    max_unseen_ms: float = 500.0
+    """So does a hand unseen for longer than this, whatever came between (one frame without it, or none)."""
 
 
 class HandPose(msgspec.Struct, frozen=True):
@@ -187,6 +189,36 @@ def check_time(t_ms: object, last_t: float | None) -> float:
     return float(t_ms)
 
 
+class Continuity:
+    """Whether a hand (or a face) in a new frame is still the one of the frames before, so that their
+    history goes on, or a new sighting, so that it starts afresh.
+
+    A frame without it alone does not end the sighting, however long after the last frame it comes: at a
+    few frames a second (a loaded machine) a tracker loses a fast-moving hand in every other frame, as it
+    looks for it where it was, and its detector finds it again in the next. Missing from two frames or
+    more in a row for longer than ``max_gap_ms`` ends it, and so does being unseen for longer than
+    ``max_unseen_ms`` (frames or not)."""
+
+    def __init__(self, max_gap_ms: float, max_unseen_ms: float) -> None:
+        self.max_gap_ms = max_gap_ms
+        self.max_unseen_ms = max_unseen_ms
+        self._seen_ms: float | None = None
+        self._missed = 0
+
+    def broken(self, seen: bool, t_ms: float) -> bool:
+        """Take a frame at ``t_ms`` that shows it (``seen``) or not: whether the sighting ended before it."""
+        broken = False
+        if self._seen_ms is not None:
+            unseen_ms = t_ms - self._seen_ms
+            missed = self._missed + (not seen)
+            broken = unseen_ms > self.max_unseen_ms or (missed >= 2 and unseen_ms > self.max_gap_ms)
+        if seen:
+            self._seen_ms, self._missed = t_ms, 0
+        else:
+            self._missed += 1
+        return broken
+
+
 Seen = dict[str, tuple[float, float, float]]
 """Gestures visible in a frame, each with (confidence, x, y)."""
 
@@ -232,6 +264,7 @@ class LandmarkGestureClassifier:
         self.config = config or GestureConfig()
         self._history: deque[HandPose] = deque()
         self._onsets = Onsets(stamper, self.config.release_ms)
+        self._continuity = Continuity(self.config.max_gap_ms, self.config.max_unseen_ms)
         self._last_t: float | None = None
 
     def feed(self, landmarks: Sequence[Sequence[float]] | np.ndarray | None, t_ms: float) -> list[Gesture]:
@@ -240,12 +273,11 @@ class LandmarkGestureClassifier:
         points = None if landmarks is None else read_landmarks(landmarks)
         self._last_t = t_ms
         cfg = self.config
-        # A frame without a hand does not end the history at once: a tracker loses a hand for a frame now
-        # and then. A longer gap since the last hand does.
-        if self._history and t_ms - self._history[-1].t_ms > cfg.max_gap_ms:
-            self._history.clear()
         pose = None if points is None else hand_pose(points, t_ms, cfg)
-        if pose is not None and pose.size >= cfg.min_size:
+        seen = pose is not None and pose.size >= cfg.min_size
+        if self._continuity.broken(seen, t_ms):
+            self._history.clear()
+        if pose is not None and seen:
             self._history.append(pose)
         horizon = max(cfg.wave_window_ms, cfg.raise_hold_ms, cfg.hold_ms)
         while self._history and t_ms - self._history[0].t_ms > horizon:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from events.gestures import Onsets, Seen, check_time, read_points, reversals
+from events.gestures import Continuity, Onsets, Seen, check_time, read_points, reversals
 from events.stamp import Stamper
 from events.vocabulary import Gesture
 
@@ -37,7 +37,10 @@ class HeadConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The gesture's axis moved (summed path) at least this many times as far as the other axis."""
     release_ms: float = 600.0
     max_gap_ms: float = 250.0
-    """A longer time since the last frame with a face (it left the picture) starts the history afresh."""
+    """A face missing from two frames or more in a row for longer than this (it left the picture) starts
+    the history afresh."""
+    max_unseen_ms: float = 500.0
+    """So does a face unseen for longer than this, whatever came between (one frame without it, or none)."""
 
 
 def read_face(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -62,6 +65,7 @@ class HeadGestureClassifier:
             deque()
         )  # t_ms, nose x, nose y, eye distance
         self._onsets = Onsets(stamper, self.config.release_ms)
+        self._continuity = Continuity(self.config.max_gap_ms, self.config.max_unseen_ms)
         self._last_t: float | None = None
 
     def feed(self, face: Sequence[Sequence[float]] | np.ndarray | None, t_ms: float) -> list[Gesture]:
@@ -70,7 +74,7 @@ class HeadGestureClassifier:
         points = None if face is None else read_face(face)
         self._last_t = t_ms
         cfg = self.config
-        if self._history and t_ms - self._history[-1][0] > cfg.max_gap_ms:  # as for hands (gestures.py)
+        if self._continuity.broken(points is not None, t_ms):
             self._history.clear()
         if points is not None:
             eyes = float(np.linalg.norm(points[RIGHT_EYE] - points[LEFT_EYE])) or 1e-6

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from events.errors import BadInput
-from events.gestures import LandmarkGestureClassifier, client_gesture
+from events.gestures import Continuity, LandmarkGestureClassifier, client_gesture
 from events.stamp import Stamper
 from tests import hands
 
@@ -70,6 +70,59 @@ def test_a_gesture_fires_again_only_after_it_was_released() -> None:
     frames += [(None, 1000.0 + 33.3 * i) for i in range(1, 30)]
     frames += hands.sequence(hands.THUMBS_UP, seconds=1.0, seed=8, start_ms=2000.0)
     assert [g for g, _ in classify(frames)] == ["thumbs_up", "thumbs_up"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_wave_seen_at_a_few_frames_a_second_with_the_hand_lost_in_every_other_one_is_one_wave(
+    seed: int,
+) -> None:
+    # A loaded machine's page: 7 frames a second, the tracker losing the swinging hand in every other
+    # frame, so that the frames with a hand are 286 ms apart.
+    frames = hands.sequence(hands.OPEN, seconds=2.5, fps=7.0, sway_x=0.05, sway_hz=1.5, seed=seed)
+    holed = [(None if i % 2 else landmarks, t_ms) for i, (landmarks, t_ms) in enumerate(frames)]
+    assert [g for g, _ in classify(holed)] == ["wave"]
+
+
+@pytest.mark.parametrize(
+    ("hole", "shift_ms", "fired"),
+    [
+        ([(None, 700.0)], 400.0, ["wave"]),
+        ([(None, 600.0), (None, 700.0), (None, 800.0)], 400.0, []),
+        ([(None, 800.0)], 600.0, []),
+        ([], 600.0, []),
+    ],
+    ids=[
+        "lost in one frame: the same hand",
+        "missing from three frames: gone",
+        "unseen for over half a second with a frame between: gone",
+        "unseen for over half a second without frames: gone",
+    ],
+)
+def test_a_hand_that_was_gone_between_two_halves_of_a_wave_starts_a_new_history(
+    hole: list, shift_ms: float, fired: list[str]
+) -> None:
+    wave = hands.sequence(hands.OPEN, seconds=1.0, sway_x=0.05, sway_hz=2.0, seed=4)
+    first, second = [(p, t) for p, t in wave if t < 500.0], [(p, t + shift_ms) for p, t in wave if t >= 500.0]
+    assert classify(first) == [] and classify([(p, t - second[0][1]) for p, t in second]) == []
+    assert [g for g, _ in classify([*first, *hole, *second])] == fired
+
+
+@pytest.mark.parametrize(
+    ("frames", "broken"),
+    [
+        ([(True, 0.0), (False, 300.0), (True, 450.0)], False),  # lost in one frame: a tracker's flicker
+        ([(True, 0.0), (False, 100.0), (False, 200.0), (True, 240.0)], False),  # two frames, but briefly
+        ([(True, 0.0), (False, 100.0), (False, 260.0)], True),  # missing from two frames, for long
+        ([(True, 0.0), (False, 300.0), (True, 520.0)], True),  # unseen over half a second
+        ([(True, 0.0), (True, 510.0)], True),  # no frames over half a second
+    ],
+)
+def test_a_sighting_ends_when_missing_from_two_frames_for_long_or_unseen_for_long(
+    frames: list[tuple[bool, float]], broken: bool
+) -> None:
+    continuity = Continuity(max_gap_ms=250.0, max_unseen_ms=500.0)
+    answers = [continuity.broken(seen, t_ms) for seen, t_ms in frames]
+    assert answers[:-1] == [False] * (len(frames) - 1) and answers[-1] is broken
 
 
 def test_bad_landmark_frames_are_refused_and_the_gesture_still_lands() -> None:
