@@ -69,7 +69,8 @@ class GestureConfig(msgspec.Struct, frozen=True, kw_only=True):
     hold_ms: float = 300.0
     raise_hold_ms: float = 600.0
     held_share: float = 0.7
-    """A pose is held when at least this share of the frames over its hold show it (and the newest does)."""
+    """A pose is held when at least this share of the frames over its hold show it (and the newest does);
+    a frame without a hand does not."""
     still_swing: float = 0.15
     """A raised hand is still when the palm moved less than this (hand sizes, peak to peak) while held."""
     wave_window_ms: float = 1500.0
@@ -263,6 +264,8 @@ class LandmarkGestureClassifier:
         self.stamper = stamper
         self.config = config or GestureConfig()
         self._history: deque[HandPose] = deque()
+        self._missed: deque[float] = deque()
+        """When frames of the current sighting showed no hand (a tracker's flicker)."""
         self._onsets = Onsets(stamper, self.config.release_ms)
         self._continuity = Continuity(self.config.max_gap_ms, self.config.max_unseen_ms)
         self._last_t: float | None = None
@@ -277,11 +280,16 @@ class LandmarkGestureClassifier:
         seen = pose is not None and pose.size >= cfg.min_size
         if self._continuity.broken(seen, t_ms):
             self._history.clear()
+            self._missed.clear()
         if pose is not None and seen:
             self._history.append(pose)
+        elif self._history:
+            self._missed.append(t_ms)
         horizon = max(cfg.wave_window_ms, cfg.raise_hold_ms, cfg.hold_ms)
         while self._history and t_ms - self._history[0].t_ms > horizon:
             self._history.popleft()
+        while self._missed and t_ms - self._missed[0] > horizon:
+            self._missed.popleft()
         return self._onsets.update(self._recognise(t_ms), t_ms)
 
     def _held(self, t_ms: float, span_ms: float, test) -> tuple[list[HandPose], float]:
@@ -296,7 +304,11 @@ class LandmarkGestureClassifier:
         if not poses or not test(poses[-1]):
             return [], 0.0
         passing = [p for p in poses if test(p)]
-        share = len(passing) / len(poses)
+        # A frame without the hand does not show the pose either: a hand lost in every other frame is
+        # moving (the tracker loses a quick hand), and the frames it is seen in, at the slow ends of its
+        # swings, would look still.
+        missed = sum(1 for t in self._missed if t_ms - t <= span_ms)
+        share = len(passing) / (len(poses) + missed)
         if share < self.config.held_share or passing[-1].t_ms - passing[0].t_ms < span_ms / 2:
             return [], 0.0  # too few of the frames, or seen in too short a part of the span
         return passing, share

@@ -83,6 +83,16 @@ def test_a_wave_seen_at_a_few_frames_a_second_with_the_hand_lost_in_every_other_
     assert [g for g, _ in classify(holed)] == ["wave"]
 
 
+def test_a_hand_seen_only_in_every_other_frame_at_the_same_end_of_its_swing_is_not_a_raised_hand() -> None:
+    # A wave that a slow page samples in step with it: the tracker loses the quick hand between the ends of
+    # its swings, and each frame that finds it finds it at the same end. It looks still, but it is not
+    # seen still: the frames without it count against the hold.
+    frames = hands.sequence(hands.OPEN, seconds=2.0, fps=4.0, seed=5)
+    holed = [(None if i % 2 else landmarks, t_ms) for i, (landmarks, t_ms) in enumerate(frames)]
+    assert classify(holed) == []
+    assert [g for g, _ in classify(frames)] == ["raise_hand"]  # the same hand in every frame: raised
+
+
 @pytest.mark.parametrize(
     ("hole", "shift_ms", "fired"),
     [
