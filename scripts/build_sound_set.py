@@ -105,7 +105,32 @@ CLIPS: list[Clip] = [
         for i in (1, 3)
     ],
     Clip("clap_pearl", "clap", "hydrogen-drumkits", f"{HY}/The Black Pearl 1.0/HandClap.wav"),
-    Clip("applause", "applause", "gcompris-qt-data", f"{GC_MEM}/LRApplauses_1_LA_cut.ogg"),
+    Clip(
+        "applause",
+        "applause",
+        "gcompris-qt-data",
+        f"{GC_MEM}/LRApplauses_1_LA_cut.ogg",
+        note="opens with ~90 ms of a voice (a shout at 141 Hz)",
+    ),
+    # More applause, each its own recording (frozen-bubble's is also lmms-common's applause01.ogg).
+    Clip(
+        "applause_whoop",
+        "applause",
+        "gambas3-examples",
+        "usr/share/doc/gambas3-examples/examples/Games/Concent/applause.wav",
+        note="opens with a whoop (a voice)",
+    ),
+    Clip("applause_ooo", "applause", "monsterz-data", "usr/share/games/monsterz/sound/applause.wav"),
+    Clip(
+        "applause_circus",
+        "applause",
+        "circuslinux-data",
+        "usr/share/games/circuslinux/data/sounds/applause.wav",
+    ),
+    Clip("applause_gemdrop", "applause", "gemdropx", "usr/share/games/gemdropx/sounds/applause.wav"),
+    Clip(
+        "applause_bubble", "applause", "frozen-bubble-data", "usr/share/games/frozen-bubble/snd/applause.ogg"
+    ),
     Clip("crowd_cheer", "crowd", "lincity-ng-data", "usr/share/games/lincity-ng/sounds/SportsCroud1.wav"),
     # Doorbell and bells.
     Clip(
@@ -194,6 +219,11 @@ LICENCES = {
     ),
     "hydrogen-drumkits": ("GPL-2", "Glen MacArthur (Gimme A Hand, The Black Pearl); Emiliano Grilli (Millo)"),
     "lincity-ng-data": ("GPL-2+", "the LinCity-NG authors"),
+    "gambas3-examples": ("GPL-2+", "Jairo Alonso Badillo Bedoya"),
+    "monsterz-data": ("LGPL-2.1", "Sun Microsystems, Inc. (OpenOffice.org's applause.wav)"),
+    "circuslinux-data": ("GPL (no version named)", "Bill Kendrick"),
+    "gemdropx": ("GPL-2", "Justin C. Kibell and others"),
+    "frozen-bubble-data": ("GPL-2", "the Frozen-Bubble Team"),
     "tuxpaint-stamps-default": ("GPL-2", "Bill Kendrick and the Tux Paint authors"),
     "minetest-mod-homedecor": ("CC-BY-SA-4.0", "Vanessa Ezekowitz"),
     "minetest-data": ("CC-BY-SA-3.0", "the Minetest Game authors"),
@@ -249,6 +279,7 @@ def unpack(package: str, cache: Path) -> tuple[Path, str]:
         subprocess.run(["apt-get", "download", "-q", package], cwd=cache / "debs", check=True)
         debs = sorted((cache / "debs").glob(f"{package}_*.deb"))
     if not tree.exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)  # dpkg -x makes the tree, not the folders above it
         subprocess.run(["dpkg", "-x", str(debs[-1]), str(tree)], check=True)
     version = subprocess.run(
         ["dpkg-deb", "-f", str(debs[-1]), "Version"], check=True, capture_output=True, text=True

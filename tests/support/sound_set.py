@@ -160,6 +160,10 @@ KNOCK_TRAINS = [["knock_a", "knock_b"], ["knock_c", "knock_a", "knock_b", "knock
 CLAPS = ["clap_gimme_softest", "clap_gimme_soft", "clap_gimme_med", "clap_gimme_hard", "clap_gimme_hardest"]
 CLAPS += ["clap_millo_1", "clap_millo_3", "clap_pearl"]
 SPEECH = [name for name, kind in sorted(kinds().items()) if kind == "speech"]
+APPLAUSE = ["applause", "applause_whoop", "applause_ooo", "applause_circus", "applause_gemdrop"]
+APPLAUSE += ["applause_bubble"]
+VOICED_APPLAUSE = frozenset({"applause", "applause_whoop"})
+"""The applause recordings that open with a voice: a shout (~90 ms at 141 Hz), a whoop."""
 
 
 def _knocks_and_claps(mix: _Mix, peak_db: float) -> None:
@@ -178,7 +182,8 @@ def quiet() -> Scene:
     """Every sound alone in a quiet room."""
     mix = _Mix()
     _knocks_and_claps(mix, -8.0)
-    mix.add("applause", ["applause"], -6.0)
+    for name in APPLAUSE:
+        mix.add("applause", [name], -6.0)
     mix.add("doorbell", ["doorbell"], -8.0)
     mix.add("doorbell", ["doorbell"], -18.0)
     for name in ("bell_ring", "bell_gong", "bell_desktop", "bell_cowbell"):
@@ -206,7 +211,16 @@ def speech() -> Scene:
         ("knock", ["knock_b"], 0.0),
         ("clap", ["clap_pearl"], 0.0),
     ]
-    distractors = iter([("applause", "applause"), ("bell", "bell_ring"), ("music", "music_africa")])
+    distractors = iter(
+        [
+            ("applause", "applause"),
+            ("bell", "bell_ring"),
+            ("music", "music_africa"),
+            ("applause", "applause_ooo"),
+            ("applause", "applause_whoop"),
+            ("applause", "applause_gemdrop"),
+        ]
+    )
     for i, line in enumerate(SPEECH):
         start = mix.end
         stop = mix.add("speech", [line], -6.0)
