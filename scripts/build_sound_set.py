@@ -292,7 +292,7 @@ def decode(data: bytes, suffix: str) -> tuple[np.ndarray, int]:
     if suffix == ".g722":
         import av  # PyAV (FFmpeg inside the wheel) decodes G.722; only set-up needs it
 
-        with av.open(io.BytesIO(data), format="g722") as container:
+        with av.open(io.BytesIO(data), mode="r", format="g722") as container:
             frames = [f.to_ndarray().reshape(-1) for f in container.decode(audio=0)]
         pcm = np.concatenate(frames)
         return (pcm.astype(np.float32) / 32768.0 if pcm.dtype == np.int16 else pcm.astype(np.float32)), RATE
