@@ -277,11 +277,12 @@ class LandmarkGestureClassifier:
         self._last_t = t_ms
         cfg = self.config
         pose = None if points is None else hand_pose(points, t_ms, cfg)
-        seen = pose is not None and pose.size >= cfg.min_size
-        if self._continuity.broken(seen, t_ms):
+        if pose is not None and pose.size < cfg.min_size:
+            pose = None  # not judged: as if no hand were seen
+        if self._continuity.broken(pose is not None, t_ms):
             self._history.clear()
             self._missed.clear()
-        if pose is not None and seen:
+        if pose is not None:
             self._history.append(pose)
         elif self._history:
             self._missed.append(t_ms)
