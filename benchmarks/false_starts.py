@@ -30,8 +30,7 @@ from tests.support import sound_set
 
 RATE = sound_set.RATE
 DISTRACTORS = [
-    "applause", "applause_whoop", "applause_ooo", "applause_circus", "applause_gemdrop", "applause_bubble",
-    "bell_ring", "bell_gong", "bell_desktop", "bell_cowbell", "doorbell", "music_africa",
+    *sound_set.APPLAUSE, "bell_ring", "bell_gong", "bell_desktop", "bell_cowbell", "doorbell", "music_africa",
     "music_america", "dog_bark", "dog_farm", "cough_default", "cough_hillbilly", "crowd_cheer",
     "knock_train3", "clap_pearl", "clap_millo_3",
 ]  # fmt: skip

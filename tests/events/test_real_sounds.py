@@ -5,6 +5,7 @@ scenes with known truth (tests/support/sound_set.py). Thresholds are issue 15's 
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import cache
 
 import pytest
 
@@ -28,12 +29,16 @@ def onsets(scene: sound_set.Scene) -> list[float]:
     return found
 
 
-def voice_only(scene: sound_set.Scene) -> list[Event]:
+@cache
+def spoken(name: str) -> list[tuple[float, float]]:
+    """The speech segments the voice detector alone cuts in scene ``name`` (once per process: several
+    tests read them)."""
+    scene = sound_set.scene(name)
     ears = Ears(Stamper("v"), EarsConfig(levels=None, turn=None, onset=None))
     events: list[Event] = []
     for i in range(0, scene.audio.size, FRAME):
         events += ears.feed(scene.audio[i : i + FRAME])
-    return events + ears.flush()
+    return segments(events + ears.flush())
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +79,8 @@ def test_real_background_noise_gives_no_onset(name):
 @pytest.mark.parametrize("name", list(sound_set.SCENES))
 def test_every_real_spoken_line_is_heard_as_speech(name):
     scene = sound_set.scene(name)
-    spoken = segments(voice_only(scene))
     lines = [t for t in scene.truth if t.kind == "speech"]
-    missed = [t.clip for t in lines if not any(t.start_ms < s1 and s0 < t.end_ms for s0, s1 in spoken)]
+    missed = [t.clip for t in lines if not any(t.start_ms < s1 and s0 < t.end_ms for s0, s1 in spoken(name))]
     assert missed == []
 
 
@@ -89,7 +93,7 @@ def test_real_knocks_claps_and_doorbells_alone_start_no_speech(name):
     lines = [t for t in scene.truth if t.kind == "speech"]
     started = [
         t.clip
-        for s0, s1 in segments(voice_only(scene))
+        for s0, s1 in spoken(name)
         if not any(u.start_ms < s1 and s0 < u.end_ms for u in lines)
         for t in triggers
         if t.start_ms < s1 and s0 < t.end_ms
@@ -107,7 +111,7 @@ def non_speech_that_started_speech(kind: str) -> list[tuple[str, str]]:
     for name in sound_set.SCENES:
         scene = sound_set.scene(name)
         lines = [t for t in scene.truth if t.kind == "speech"]
-        for s0, s1 in segments(voice_only(scene)):
+        for s0, s1 in spoken(name):
             if not any(u.start_ms < s1 and s0 < u.end_ms for u in lines):
                 started += [
                     (name, t.clip)
