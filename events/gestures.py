@@ -55,6 +55,17 @@ def client_gesture(
     return stamper(Gesture, gesture=gesture, confidence=float(confidence), x=x, y=y, source="client")
 
 
+class TrackGaps(msgspec.Struct, frozen=True, kw_only=True):
+    """How long a tracked hand or face may be missing before it counts as a new sighting
+    (``Continuity``)."""
+
+    max_gap_ms: float = 250.0
+    """Missing from two frames or more in a row for longer than this (it left the picture, or the
+    tracker lost it) starts the history afresh."""
+    max_unseen_ms: float = 500.0
+    """So does being unseen for longer than this, whatever came between (one frame without it, or none)."""
+
+
 class GestureConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Thresholds of the landmark classifier. Distances are in hand sizes (wrist to middle-finger MCP)."""
 
@@ -80,11 +91,8 @@ class GestureConfig(msgspec.Struct, frozen=True, kw_only=True):
     min_size: float = 0.1
     """A hand smaller than this (wrist to middle-finger MCP, in picture units) is not judged: too far away
     to tell its fingers apart, or a tracker's misreading of something else."""
-    max_gap_ms: float = 250.0
-    """A hand missing from two frames or more in a row for longer than this (it left the picture, or the
-    tracker lost it) starts the history afresh."""
-    max_unseen_ms: float = 500.0
-    """So does a hand unseen for longer than this, whatever came between (one frame without it, or none)."""
+    gaps: TrackGaps = TrackGaps()
+    """How long a hand may be missing before its history starts afresh."""
 
 
 class HandPose(msgspec.Struct, frozen=True):
@@ -198,11 +206,10 @@ class Continuity:
     few frames a second (a loaded machine) a tracker loses a fast-moving hand in every other frame, as it
     looks for it where it was, and its detector finds it again in the next. Missing from two frames or
     more in a row for longer than ``max_gap_ms`` ends it, and so does being unseen for longer than
-    ``max_unseen_ms`` (frames or not)."""
+    ``max_unseen_ms`` (frames or not), both from ``TrackGaps``."""
 
-    def __init__(self, max_gap_ms: float, max_unseen_ms: float) -> None:
-        self.max_gap_ms = max_gap_ms
-        self.max_unseen_ms = max_unseen_ms
+    def __init__(self, gaps: TrackGaps) -> None:
+        self.gaps = gaps
         self._seen_ms: float | None = None
         self._missed = 0
 
@@ -212,7 +219,7 @@ class Continuity:
         if self._seen_ms is not None:
             unseen_ms = t_ms - self._seen_ms
             missed = self._missed + (not seen)
-            broken = unseen_ms > self.max_unseen_ms or (missed >= 2 and unseen_ms > self.max_gap_ms)
+            broken = unseen_ms > self.gaps.max_unseen_ms or (missed >= 2 and unseen_ms > self.gaps.max_gap_ms)
         if seen:
             self._seen_ms, self._missed = t_ms, 0
         else:
@@ -267,7 +274,7 @@ class LandmarkGestureClassifier:
         self._missed: deque[float] = deque()
         """When frames of the current sighting showed no hand (a tracker's flicker)."""
         self._onsets = Onsets(stamper, self.config.release_ms)
-        self._continuity = Continuity(self.config.max_gap_ms, self.config.max_unseen_ms)
+        self._continuity = Continuity(self.config.gaps)
         self._last_t: float | None = None
 
     def feed(self, landmarks: Sequence[Sequence[float]] | np.ndarray | None, t_ms: float) -> list[Gesture]:

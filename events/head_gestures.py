@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from events.gestures import Continuity, Onsets, Seen, check_time, read_points, reversals
+from events.gestures import Continuity, Onsets, Seen, TrackGaps, check_time, read_points, reversals
 from events.stamp import Stamper
 from events.vocabulary import Gesture
 
@@ -36,11 +36,8 @@ class HeadConfig(msgspec.Struct, frozen=True, kw_only=True):
     dominance: float = 1.5
     """The gesture's axis moved (summed path) at least this many times as far as the other axis."""
     release_ms: float = 600.0
-    max_gap_ms: float = 250.0
-    """A face missing from two frames or more in a row for longer than this (it left the picture) starts
-    the history afresh."""
-    max_unseen_ms: float = 500.0
-    """So does a face unseen for longer than this, whatever came between (one frame without it, or none)."""
+    gaps: TrackGaps = TrackGaps()
+    """How long a face may be missing before its history starts afresh."""
 
 
 def read_face(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -65,7 +62,7 @@ class HeadGestureClassifier:
             deque()
         )  # t_ms, nose x, nose y, eye distance
         self._onsets = Onsets(stamper, self.config.release_ms)
-        self._continuity = Continuity(self.config.max_gap_ms, self.config.max_unseen_ms)
+        self._continuity = Continuity(self.config.gaps)
         self._last_t: float | None = None
 
     def feed(self, face: Sequence[Sequence[float]] | np.ndarray | None, t_ms: float) -> list[Gesture]:

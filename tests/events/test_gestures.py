@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from events.errors import BadInput
-from events.gestures import Continuity, LandmarkGestureClassifier, client_gesture
+from events.gestures import Continuity, LandmarkGestureClassifier, TrackGaps, client_gesture
 from events.stamp import Stamper
 from tests import hands
 
@@ -130,7 +130,7 @@ def test_a_hand_that_was_gone_between_two_halves_of_a_wave_starts_a_new_history(
 def test_a_sighting_ends_when_missing_from_two_frames_for_long_or_unseen_for_long(
     frames: list[tuple[bool, float]], broken: bool
 ) -> None:
-    continuity = Continuity(max_gap_ms=250.0, max_unseen_ms=500.0)
+    continuity = Continuity(TrackGaps(max_gap_ms=250.0, max_unseen_ms=500.0))
     answers = [continuity.broken(seen, t_ms) for seen, t_ms in frames]
     assert answers[:-1] == [False] * (len(frames) - 1) and answers[-1] is broken
 
