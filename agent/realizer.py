@@ -43,9 +43,10 @@ import msgspec
 
 from agent.bounds import MAX_LIVE_BEHAVIORS, MAX_LIVE_BLOCKS
 from agent.idle import IdleVariety
+from agent.plan_checks import validate_block
+from agent.plan_timing import WALK_SPEED_PER_S, block_length_s, resolve_pinned
 from agent.plans import (
     SOURCE_RANK,
-    WALK_SPEED_PER_S,
     WALKS,
     Action,
     Behavior,
@@ -60,12 +61,7 @@ from agent.plans import (
     Speech,
     SpeechFacts,
     behavior_channels,
-    block_length_s,
     causes_of,
-    estimate_speech_s,
-    heard_prefix,
-    resolve_pinned,
-    validate_block,
 )
 from agent.progress import (
     BlockDropped,
@@ -79,6 +75,7 @@ from agent.progress import (
 )
 from agent.realizer_outputs import ChunkOutput, SpeechCue, Submission
 from agent.realizer_state import SNAPSHOT_FIELDS, Entry, Proposal, RealizerSnapshot, RealizerState, Voice
+from agent.speech_timing import estimate_speech_s, heard_prefix
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Event

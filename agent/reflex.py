@@ -16,7 +16,7 @@ when it ends; the script or the Director carries on underneath.
 Cooldowns are in seconds on the realizer's clock (its manifest's chunk length). A reflex asks only for
 what the realizer's manifest lists: an action the model lacks becomes the stand-in its backend declares,
 else it is left out, as an emotion it lacks is (a ``look_at`` it lacks becomes a gaze at the same point,
-``plans.within_manifest``); a reflex left with nothing declines.
+``plan_checks.within_manifest``); a reflex left with nothing declines.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Literal
 
 import msgspec
 
-from agent.plans import Action, Behavior, Block, Emotion, Gaze, SyncRef, within_manifest
+from agent.plan_checks import within_manifest
+from agent.plans import Action, Behavior, Block, Emotion, Gaze, SyncRef
 from agent.realizer import Realizer, Submission
 from events.bus import EventBus
 from events.vocabulary import (

@@ -41,16 +41,9 @@ from agent.bounds import (
     NAME_PATTERN,
 )
 from agent.idle import IdleConfig, IdleVariety
-from agent.plans import (
-    Behavior,
-    Block,
-    Channel,
-    Composition,
-    PlanError,
-    check_number,
-    shape_error,
-    validate_block,
-)
+from agent.plan_checks import check_number, validate_block
+from agent.plan_io import shape_error
+from agent.plans import Behavior, Block, Channel, Composition, PlanError
 from agent.realizer import Realizer, Submission
 from events.bus import EventBus
 from events.vocabulary import (

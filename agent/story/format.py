@@ -18,7 +18,8 @@ from typing import Any
 
 import msgspec
 
-from agent.plans import Block, shape_error
+from agent.plan_io import shape_error
+from agent.plans import Block
 from agent.story.expr import Value
 
 STORIES_DIR = Path(__file__).resolve().parent.parent.parent / "examples" / "stories"

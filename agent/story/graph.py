@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from agent.plans import Block, PlanError, check_scene, validate_block
+from agent.plan_checks import check_scene, validate_block
+from agent.plans import Block, PlanError
 from agent.script import PLANS_DIR, Script, load_script
 from agent.story.expr import Compiled, Effect, ExprError, Kind, compile_condition, compile_effect, kind_of
 from agent.story.format import NAME, Beat, Choice, Problem, StoryError, StorySpec

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from agent.idle import IdleConfig, IdleVariety
-from agent.plans import Action, Block, Emotion, Move, PlanError, Speech, SyncRef, validate_block
+from agent.plan_checks import validate_block
+from agent.plans import Action, Block, Emotion, Move, PlanError, Speech, SyncRef
 from agent.progress import StrokeReached
 from agent.realizer import ChunkOutput, Realizer
 from agent.reflex import ReflexPolicy

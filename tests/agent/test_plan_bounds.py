@@ -24,7 +24,8 @@ from agent.bounds import (
     MAX_LIVE_BLOCKS,
     largest_plan,
 )
-from agent.plans import Block, Gaze, PlanError, Wait, block_from_builtins
+from agent.plan_io import block_from_builtins
+from agent.plans import Block, Gaze, PlanError, Wait
 from agent.realizer import Realizer
 from agent.script import PLANS_DIR, Script, ScriptRunner, script_from_builtins
 from agent.story.format import STORIES_DIR, StoryError, story_from_builtins

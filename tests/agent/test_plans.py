@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from agent.plan_checks import validate_block
+from agent.plan_io import block_from_json, block_from_toml, block_to_json, block_to_toml
+from agent.plan_timing import resolve
 from agent.plans import (
     Action,
     Behavior,
@@ -17,16 +20,8 @@ from agent.plans import (
     SpeechFacts,
     SyncRef,
     Wait,
-    block_from_json,
-    block_from_toml,
-    block_to_json,
-    block_to_toml,
-    estimate_speech_s,
-    heard_prefix,
-    resolve,
-    validate_block,
-    word_time,
 )
+from agent.speech_timing import estimate_speech_s, heard_prefix, word_time
 from streaming_model.manifest import build_manifest
 
 MANIFEST = build_manifest()

@@ -20,8 +20,6 @@ from agent.plans import (
     Speech,
     SyncRef,
     Wait,
-    estimate_speech_s,
-    word_time,
 )
 from agent.progress import (
     BlockDropped,
@@ -32,6 +30,7 @@ from agent.progress import (
     StrokeReached,
 )
 from agent.realizer import ChunkOutput, Realizer
+from agent.speech_timing import estimate_speech_s, word_time
 from events.bus import EventBus, Subscription
 from events.vocabulary import Event
 from streaming_model.manifest import build_manifest

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from agent.idle import IdleConfig, IdleVariety
-from agent.plans import Action, Block, PlanError, SetScene, SyncRef, Wait, validate_block
+from agent.plan_checks import validate_block
+from agent.plans import Action, Block, PlanError, SetScene, SyncRef, Wait
 from agent.realizer import Realizer, RealizerSnapshot, RealizerState
 from agent.tooling import ToolContext
 from streaming_model.manifest import build_manifest
