@@ -19,8 +19,10 @@ from streaming_model.manifest import (
     ParamSpec,
     build_manifest,
 )
-from tools.character import MAX_BEHAVIORS, SCENE_NOT_SHOWN, build_toolbox, delayed
+from tools.character import build_toolbox
+from tools.emit import delayed
 from tools.registry import Tool, ToolBox, ToolResult, parameters_schema
+from tools.schedule import MAX_BEHAVIORS, SCENE_NOT_SHOWN
 
 MANIFEST = build_manifest()
 TOOL_NAMES = [
