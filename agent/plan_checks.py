@@ -168,15 +168,10 @@ def _check_kind(b: Behavior, path: str, manifest: Manifest, actions: Mapping[str
             raise PlanError(f"{path}.text", "speech needs some text")
         if len(b.text) > MAX_SPEECH_CHARS:
             raise PlanError(f"{path}.text", f"at most {MAX_SPEECH_CHARS} characters, got {len(b.text)}")
-        if b.emotion is not None and b.emotion not in manifest.emotions:
-            raise PlanError(
-                f"{path}.emotion", f"unknown emotion {b.emotion!r}; known: {list(manifest.emotions)}"
-            )
+        if b.emotion is not None:
+            _check_emotion(b.emotion, path, manifest)
     elif isinstance(b, Emotion):
-        if b.emotion not in manifest.emotions:
-            raise PlanError(
-                f"{path}.emotion", f"unknown emotion {b.emotion!r}; known: {list(manifest.emotions)}"
-            )
+        _check_emotion(b.emotion, path, manifest)
     elif isinstance(b, Gaze):
         check_number(b.x, f"{path}.x", -1.0, 1.0)
         check_number(b.y, f"{path}.y", -1.0, 1.0)
@@ -193,6 +188,11 @@ def _check_kind(b: Behavior, path: str, manifest: Manifest, actions: Mapping[str
             )
     elif isinstance(b, SetScene):
         check_scene(b.changes, manifest, f"{path}.changes")
+
+
+def _check_emotion(emotion: str, path: str, manifest: Manifest) -> None:
+    if emotion not in manifest.emotions:
+        raise PlanError(f"{path}.emotion", f"unknown emotion {emotion!r}; known: {list(manifest.emotions)}")
 
 
 def _check_action(b: Action, path: str, actions: Mapping[str, ActionSpec], chunk_s: float) -> None:
