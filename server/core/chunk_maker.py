@@ -1,0 +1,246 @@
+"""Each chunk's life until it is handed to the sender: generated under the decider's decision, redirected
+while in flight, replaced while generated and not yet sent.
+
+Redirect: while chunk k is being generated, an urgent event (speech, a sound, a gesture, an interrupt)
+wakes the maker. It waits for the reactive minds (reflexes, script triggers) to answer the event
+(``EventBus.settle``), and if the deadline still allows a full regeneration, the realizer proposes a new
+decision for chunk k. When the condition is unchanged the proposal is committed and the chunk in flight
+stands for it (its ``reflects`` name the event); when it changed, the generation in flight is cancelled
+(it stops within one denoise step) and started again with the new condition. Otherwise the event lands in
+chunk k+1. Nothing is committed to the generator's cache until a chunk is final, so a redirect never
+disturbs the past.
+
+Replace: a chunk that is generated but not yet sent is held by the generation loop until it is handed to
+the sender. An urgent event in that time, while the deadline still allows a regeneration, has the
+realizer re-decide it; when the condition changed, the generator generates that chunk again (its frames
+went out of the worker before its commit, which waits for the next chunk: a replacement is a plain
+regeneration; with replacement off, the proposal is discarded and the event shows in the next chunk). A
+replacement that would be late is abandoned: the chunk already generated goes out on time, and the
+events of its decision are reflected by the next chunk. Only chunks nobody has seen are ever replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from agent.handover import Handover
+from agent.story.player import StoryPlayer
+from events.bus import EventBus
+from events.vocabulary import Event
+from server.core.chunk import ReadyChunk, adopt, ordered
+from server.core.decider import Decider, Redecision
+from server.core.schedule import ChunkSchedule
+from server.core.urgent import UrgentInputs
+from server.media import encode_frames
+from streaming_model.worker import Cancel, GeneratorWorker
+
+SETTLE_TIMEOUT_S = 0.05
+"""A re-decision waits this long at most for the reactive minds to answer an event: they answer in the
+same step that takes it, so only a stalled event loop can make it wait; then the event shows a chunk later."""
+
+
+class ChunkMaker:
+    """Makes a session's chunks on ``schedule`` with ``worker``: ``make`` generates one, ``replace_until``
+    holds a generated one until it is handed to the sender. ``story`` gives the session's story, whose state
+    goes with each chunk where another front end could take the session over (``handover``)."""
+
+    def __init__(
+        self,
+        worker: GeneratorWorker,
+        schedule: ChunkSchedule,
+        decider: Decider,
+        urgent: UrgentInputs,
+        bus: EventBus,
+        *,
+        handover: Handover | None,
+        story: Callable[[], StoryPlayer | None],
+        jpeg_quality: int,
+        replaces: bool,
+        redirect: bool,
+    ) -> None:
+        self.worker = worker
+        self.schedule = schedule
+        self.decider = decider
+        self.urgent = urgent
+        self.bus = bus
+        self._handover = handover
+        self._story = story
+        self._encode = functools.partial(encode_frames, quality=jpeg_quality)
+        """Finishes a chunk where it was made (after its decode): its frames as JPEG images."""
+        self.replaces = replaces
+        """Whether a generated chunk not yet sent is replaced (``ConductorConfig.replaces``)."""
+        # Redirecting a chunk in flight needs a cancel that stops it mid-chunk; without one, an urgent event
+        # waits for the chunk to finish and then replaces it (or shows in the next chunk).
+        self.redirects_in_flight = redirect and worker.manifest.capabilities.interrupt in ("block", "step")
+        self.redirects = 0
+        self.replaced = 0  # generated chunks regenerated before they were sent
+        self._carry: set[str] = set()
+
+    async def replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
+        """Hold a generated chunk until ``hand_at``; an urgent event that changes its decision while a
+        regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
+        while (event := await self.urgent.until(hand_at)) is not None:
+            redo = await self._redecide(event, chunk, regenerate=self.replaces)
+            if redo is None:
+                continue
+            if redo.out is None:
+                chunk = adopt(chunk, redo.decision)
+                continue
+            chunk, done = await self._replace(chunk, redo)
+            if not done:
+                break
+        return chunk
+
+    async def _replace(self, chunk: ReadyChunk, redo: Redecision) -> tuple[ReadyChunk, bool]:
+        """Regenerate a generated, unsent chunk under ``redo`` if that is still ready in time: (the chunk to
+        send, whether it was replaced). If not, the old chunk stays and the answer shows in the next one."""
+        assert redo.out is not None
+        deadline = self.schedule.replace_deadline(chunk.index)
+        new = await self._regenerate(chunk, redo, deadline) if self.replaces else None
+        if new is None:
+            self._carry |= set(redo.decision.reflects)
+            return chunk, False
+        self.replaced += 1
+        return new, True
+
+    async def _regenerate(self, chunk: ReadyChunk, redo: Redecision, deadline: float) -> ReadyChunk | None:
+        """Generate an unsent chunk again under ``out``; None (and the old chunk kept) when the new one would
+        not be ready by ``deadline``."""
+        schedule = self.schedule
+        cancel = Cancel()
+        timer = schedule.clock.call_at(deadline, cancel.set)
+        started = schedule.now()
+        assert redo.out is not None
+        try:
+            await self._keep_minds()
+            jpegs = await self.worker.replace(redo.out.condition, cancel, self._encode)
+        finally:
+            timer.cancel()
+        if jpegs is None:
+            return None
+        schedule.chunk_times.append(schedule.now() - started)
+        return ReadyChunk(
+            chunk.index,
+            chunk.gen_chunk,
+            jpegs,
+            ordered(set(chunk.reflects) | set(redo.decision.reflects)),
+            schedule.now(),
+            redo.decision,
+            redo.out.condition,
+            chunk.begun_at,
+            chunk.decided_at,
+            replaced=True,
+        )
+
+    async def make(self, k: int, m: int) -> ReadyChunk:
+        """Generate chunk k (media chunk m) under the decider's decision, redirecting it while in flight
+        when urgent events allow."""
+        schedule = self.schedule
+        begun = schedule.now()
+        self.urgent.drain()  # what arrived since the last chunk is already in this decision
+        with schedule.deciding(m) as overdue:
+            decided = await self.decider.decide(k, m, overdue)
+        # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
+        chunk = ReadyChunk(m, k, [], (), 0.0, decided.decision, decided.out.condition, begun, schedule.now())
+        reflects = set(decided.decision.reflects) | self._carry
+        self._carry = set()
+        started = schedule.now()
+        committing = 0.0  # the commit of the chunk before, which a regeneration of this one does not repeat
+        late: Redecision | None = None  # a new decision that came after the denoising had finished
+        while True:
+            cancel = Cancel()
+            await self._keep_minds()
+            job = asyncio.ensure_future(self.worker.produce(chunk.condition, cancel, self._encode))
+            redo = await self._watch(job, chunk, reflects)
+            if redo is None:
+                jpegs = job.result()
+                committing += self._last_commit_s()
+                break
+            cancel.set()
+            jpegs = await job
+            committing += self._last_commit_s()
+            if jpegs is not None:
+                # It finished before it saw the flag (the flag is read between denoising steps, and decoding
+                # takes about half the chunk time): the chunk is generated, so it may still be replaced.
+                late = redo
+                break
+            assert redo.out is not None
+            chunk.decision, chunk.condition = redo.decision, redo.out.condition
+            reflects |= set(redo.decision.reflects)
+            self.redirects += 1
+        assert jpegs is not None
+        schedule.chunk_times.append(schedule.now() - started - committing)
+        chunk.jpegs, chunk.ready_at = jpegs, schedule.now()
+        schedule.made_times.append(chunk.ready_at - chunk.decided_at)
+        chunk.reflects = ordered(reflects)
+        if late is not None:
+            chunk, _ = await self._replace(chunk, late)
+        return chunk
+
+    async def _keep_minds(self) -> None:
+        """Where another front end could take the session over: the minds as they are after deciding the
+        chunk about to be made go with it (``agent.handover``)."""
+        if self._handover is not None:
+            notes = await self._handover.notes(story=self._story())
+            self.worker.keep(notes)
+
+    def _last_commit_s(self) -> float:
+        """Seconds the produce that just returned spent committing the chunk before its own."""
+        times = self.worker.commit_times
+        return times[-1] if times else 0.0
+
+    async def _watch(
+        self, job: asyncio.Future[list[bytes] | None], chunk: ReadyChunk, reflects: set[str]
+    ) -> Redecision | None:
+        """Wait for ``job`` (generating ``chunk``); on an urgent event, re-decide it while the deadline
+        allows a redo.
+
+        Returns a new decision to generate (the caller cancels and regenerates), or None once ``job`` has
+        finished. A re-decision that leaves the condition as it is becomes the chunk's (its events join
+        ``reflects``) and the generation goes on.
+        """
+        if not self.redirects_in_flight:
+            await asyncio.wait({job})  # urgent events wait, queued, for the replacement or the next chunk
+            return None
+        while True:
+            waiter = asyncio.ensure_future(self.urgent.get())
+            try:
+                both: set[asyncio.Future[Any]] = {job, waiter}
+                done, _ = await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                    # wait() rather than awaiting the waiter: its CancelledError must not swallow ours.
+                    await asyncio.wait({waiter})
+            if waiter not in done:
+                return None
+            redo = await self._redecide(waiter.result(), chunk, regenerate=True)
+            if redo is not None and redo.out is None:
+                chunk.decision = redo.decision
+                reflects |= set(redo.decision.reflects)
+            elif redo is not None:
+                return redo
+
+    async def _redecide(self, event: Event, chunk: ReadyChunk, *, regenerate: bool) -> Redecision | None:
+        """After an urgent event: once the reactive minds have answered it, re-decide ``chunk`` if a
+        regeneration still fits before its send (None, and the event lands in the next chunk, if not)."""
+        self.urgent.take(event)
+        if not self.schedule.time_to_redo(chunk.index):
+            return None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
+        if not self.schedule.time_to_redo(chunk.index):
+            return None
+        with self.schedule.deciding(chunk.index) as late:
+            return await self.decider.redecide(
+                chunk.gen_chunk,
+                chunk.index,
+                chunk.decision,
+                chunk.condition,
+                regenerate=regenerate,
+                late=late,
+            )
