@@ -25,7 +25,7 @@ from typing import Literal
 
 import msgspec
 
-from agent.director import DirectorMemory
+from agent.director_state import DirectorMemory
 from agent.minds import Minds
 from agent.realizer import RealizerSnapshot, RealizerState
 from agent.script import RunnerState, ScriptRunner

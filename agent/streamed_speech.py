@@ -6,7 +6,7 @@ The Director watches the reply as it streams (``agent.llm.StreamWatcher``). When
 spoken at once: an open speech in the realizer (``Realizer.open_speech``). When the reply is whole, the
 ``say`` call runs as always and its block closes that speech with the whole text (``extend_speech``: the
 same speech id, the mouth and ``character.speech`` follow the one voice). A reply that ends otherwise
-(another text, a failure, a cancelled run) closes it with what was said.
+(another text, a failure, a cancelled run) closes it with what was said (``EarlySpeech``).
 
 Only the first tool call is watched, and only ``say``: speaking plain text early would be wrong when tool
 calls follow it (text beside calls is spoken only when they all fail).
@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import msgspec
 
 from agent.plans import Block, Speech
+from agent.realizer import Realizer, Submission
 
 _TEXT_FIRST = re.compile(r'\s*\{\s*"text"\s*:\s*"')
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
@@ -109,3 +111,42 @@ class SayWatcher:
             return False
         self.speak(sentence)
         return True
+
+
+@dataclass
+class _Early:
+    """A reply's first sentence spoken while the reply streams: its open speech's block and text."""
+
+    block_id: str
+    text: str
+
+
+class EarlySpeech:
+    """The speech opened from the reply streaming now, until the reply's ``say`` (or its end) closes it."""
+
+    def __init__(self, realizer: Realizer) -> None:
+        self.realizer = realizer
+        self._early: _Early | None = None
+
+    def opened(self, block_id: str, text: str) -> None:
+        """The reply's first sentence ``text`` is speaking, as the open speech of block ``block_id``."""
+        self._early = _Early(block_id, text)
+
+    def close(self) -> None:
+        """The speech opened early keeps the text it has: nothing of the reply continued it."""
+        early, self._early = self._early, None
+        if early is not None:
+            self.realizer.extend_speech(early.block_id)
+
+    def continue_with(self, block: Block) -> Submission | None:
+        """Close the speech opened early, if any: a ``block`` that continues it closes it with its whole
+        text, as the same block (the realizer's answer is returned); anything else leaves it as said
+        (None: submit ``block`` as usual)."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        whole = continuing(block, early.text)
+        if whole is not None:
+            return self.realizer.extend_speech(early.block_id, whole)
+        self.realizer.extend_speech(early.block_id)  # something else came first: it stays as said
+        return None

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agent.director import DirectorMemory
+from agent.director_state import DirectorMemory
 from agent.realizer import RealizerSnapshot
 from agent.story.blobs import (
     PICKLE_REFUSED,

@@ -427,7 +427,7 @@ async def test_a_long_conversation_keeps_one_checkpoint_not_one_per_step_of_ever
         await stage.settle()
     director = stage.director
     assert director.stats.completed == 12
-    assert len(list(director._graph.get_state_history(director._thread))) == 1
+    assert len(list(director._graph.compiled.get_state_history(director._graph.thread))) == 1
     history = await director.history()
     assert (
         history[-1]["role"] == "assistant"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.acknowledge import LABEL, Acknowledgement
-from agent.director import MAX_CALLS, MISSES
+from agent.director_graph import MAX_CALLS, MISSES
 from agent.progress import DirectorError, DirectorPlan
 from agent.script import script_from_builtins
 from events.vocabulary import Event, SoundClass, TextInput
