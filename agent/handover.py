@@ -28,7 +28,7 @@ import msgspec
 from agent.director_state import DirectorMemory
 from agent.minds import Minds
 from agent.realizer import RealizerSnapshot, RealizerState
-from agent.script import RunnerState, ScriptRunner
+from agent.script_runner import RunnerState, ScriptRunner
 from agent.story.player import StoryPlayer, StoryProgress
 from agent.story.store import CheckpointRow, CheckpointStore, StoryRows
 from streaming_model.blobs import VERSION, BlobError, unwrap, wrap

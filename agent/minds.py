@@ -22,7 +22,8 @@ from agent.director_config import DirectorConfig, Mind
 from agent.idle import IdleVariety
 from agent.realizer import ChunkOutput, Realizer, VoiceReports
 from agent.reflex import ReflexConfig, ReflexPolicy
-from agent.script import Script, ScriptRunner
+from agent.script import Script
+from agent.script_runner import ScriptRunner
 from agent.tooling import ToolSet
 from events.bus import EventBus
 from streaming_model.manifest import Manifest

@@ -3,8 +3,7 @@
 One ``StoryPlayer`` per session. It holds the session's graph (the base story plus branches added in this
 session), the story state and the history tree, and acts on the session's minds:
 
-- entering a beat ends the previous beat's plan (every ``script`` block is cancelled, a named plan's
-  runner detached) and starts the beat's plan: its block (source ``script``) or its scripted plan;
+- entering a beat ends the previous beat's plan and starts the beat's own (``agent.story.beat_plan``);
 - every beat entered is a checkpoint: story state, the Director's memory, the realizer's snapshot and the
   generator's state (from ``capture``), saved in the ``CheckpointStore`` (SQLite);
 - ``rewind`` puts all of that back and returns the generator state for the server to restore; the next
@@ -34,10 +33,13 @@ import msgspec
 from agent.director import Director
 from agent.plans import Block, SetScene
 from agent.realizer import Realizer
-from agent.script import PLANS_DIR, RunnerState, Script, ScriptRunner
+from agent.script import PLANS_DIR
+from agent.script_runner import RunnerState, ScriptRunner
+from agent.story.beat_plan import BeatPlan
 from agent.story.engine import enter, initial_state, match_choice, offered, take, views
 from agent.story.format import Beat, StoryError, StorySpec
 from agent.story.graph import StoryGraph, compile_story
+from agent.story.prompt import story_prompt
 from agent.story.state import ChoiceView, HistoryNode, StoryState, StoryView, Via
 from agent.story.store import Checkpoint, CheckpointStore, GeneratorState, SessionRecord
 from events.bus import EventBus
@@ -110,12 +112,10 @@ class StoryPlayer:
         self.history = history
         self.current = current
         self.director = director
-        self.bus = bus
         self.capture = capture
         self._listeners: list[StateListener] = []
         self._lock = asyncio.Lock()
-        self._runner: ScriptRunner | None = None
-        self._runner_task: asyncio.Task[None] | None = None
+        self._plan = BeatPlan(realizer, bus)
         self._pending: str | None = None
         """The intervention text handed to the Director and not yet acted on."""
         self.saves = 0
@@ -235,7 +235,7 @@ class StoryPlayer:
         )
         player._pending = progress.pending
         if progress.runner is not None:
-            player._listen(ScriptRunner.from_state(progress.runner, realizer))
+            player._plan.follow(ScriptRunner.from_state(progress.runner, realizer))
         return player
 
     @staticmethod
@@ -250,8 +250,9 @@ class StoryPlayer:
 
     def progress(self) -> StoryProgress:
         """Where the play is now (``adopt`` goes on from it)."""
-        runner = self._runner.state() if self._runner is not None else None
-        return StoryProgress(state=self.state, current=self.current, pending=self._pending, runner=runner)
+        return StoryProgress(
+            state=self.state, current=self.current, pending=self._pending, runner=self._plan.runner_state()
+        )
 
     # ---------------------------------------------------------------------------------- reading
 
@@ -278,40 +279,7 @@ class StoryPlayer:
 
     def prompt(self) -> str:
         """The story section of the Director's system prompt: where the story stands and how to steer it."""
-        spec = self.graph.spec
-        beat = self.graph.beat(self.state.beat)
-        lines = [
-            f"You are playing the story {json.dumps(spec.title or spec.id)}. {spec.description}".strip(),
-            f"Current beat `{beat.id}`: {beat.spec.description}",
-        ]
-        goals = {
-            **{c: "; ".join(ch.goals) for c, ch in spec.characters.items() if ch.goals},
-            **beat.spec.goals,
-        }
-        if goals:
-            lines.append("Goals: " + "; ".join(f"{who}: {goal}" for who, goal in goals.items()))
-        if self.state.variables:
-            lines.append(
-                "Variables: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in self.state.variables.items())
-            )
-        choices = offered(self.graph, self.state)
-        if beat.spec.ending:
-            lines.append("This beat is an ending.")
-        elif choices:
-            lines.append("Choices offered now: " + "; ".join(f"`{c.id}`: {c.spec.label}" for c in choices))
-        lines.append(
-            "Beats: "
-            + "; ".join(
-                f"`{b.id}`{' (ending)' if b.spec.ending else ''}: {b.spec.title or b.spec.description[:60]}"
-                for b in self.graph.beats.values()
-            )
-        )
-        lines.append(
-            "When the user steps into the story, map what they want onto an offered choice with story_choose; "
-            "when no choice fits, write a new beat with story_add_branch whose choices lead back to beats of "
-            "the story, then play it."
-        )
-        return "\n".join(lines)
+        return story_prompt(self.graph, self.state)
 
     # ------------------------------------------------------------------------------------ moves
 
@@ -423,7 +391,7 @@ class StoryPlayer:
         """Stop playing: the current beat's scripted plan stops (blocks already in the realizer play on) and
         the Director's prompt loses the story section. Checkpoints stay in the store."""
         async with self._lock:
-            await self._detach()
+            await self._plan.stop()
             if self.director is not None:
                 self.director.remove_context(self.prompt)
 
@@ -442,7 +410,7 @@ class StoryPlayer:
         """Enter ``state``'s beat: change the scene as the choice taken says (``scene``), play the beat's
         plan, add the history node and checkpoint it (lock held)."""
         self.state = state
-        await self._play(cause)
+        await self._plan.play(self.graph.beat(state.beat), cause)
         if scene:
             label = f"scene of choice {choice}"
             change = SetScene(changes=dict(scene))
@@ -468,46 +436,9 @@ class StoryPlayer:
             )
         self._notify()
 
-    async def _play(self, cause: str | None) -> None:
-        """End the previous beat's plan and start the current beat's."""
-        await self._detach()
-        for block_id, source, _ in self.realizer.blocks():
-            if source == "script":
-                self.realizer.cancel(block_id)
-        beat = self.graph.beat(self.state.beat)
-        if beat.block is not None:
-            block = msgspec.structs.replace(
-                beat.block,
-                source="script",
-                epoch=self.realizer.epoch("script"),
-                label=beat.block.label or f"beat {beat.id}",
-                cause=cause,
-            )
-            self.realizer.submit(block)
-        elif beat.script is not None:
-            self._attach(beat.script)
-
-    def _attach(self, script: Script) -> None:
-        self._listen(ScriptRunner(script, self.realizer))
-
-    def _listen(self, runner: ScriptRunner) -> None:
-        self._runner = runner
-        runner.attach()
-        if self.bus is not None:
-            self._runner_task = runner.listen(self.bus)
-
-    async def _detach(self) -> None:
-        if self._runner is not None:
-            self._runner.detach()
-            self._runner = None
-        task, self._runner_task = self._runner_task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
-
     async def _restore(self, checkpoint: Checkpoint) -> Restored:
         """Put a checkpoint back (lock held)."""
-        await self._detach()
+        await self._plan.stop()
         self.state = checkpoint.state
         self.current = checkpoint.id
         self._pending = None
@@ -515,7 +446,7 @@ class StoryPlayer:
             self.realizer.restore(checkpoint.realizer)
         beat = self.graph.beat(self.state.beat)
         if beat.script is not None:
-            self._attach(beat.script)  # fresh, as it was when the checkpoint was taken
+            self._plan.start(beat.script)  # fresh, as it was when the checkpoint was taken
         if self.director is not None and checkpoint.director is not None:
             await self.director.restore(checkpoint.director)
         return Restored(self.view(), checkpoint.generator, checkpoint.chunk)

@@ -16,7 +16,8 @@ from agent.plans import Action, Block, Emotion, Move, PlanError, Speech, SyncRef
 from agent.progress import StrokeReached
 from agent.realizer import ChunkOutput, Realizer
 from agent.reflex import ReflexPolicy
-from agent.script import ScriptRunner, script_from_builtins
+from agent.script import script_from_builtins
+from agent.script_runner import ScriptRunner
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import Gesture, SoundClass, SoundOnset

@@ -27,7 +27,8 @@ from agent.bounds import (
 from agent.plan_io import block_from_builtins
 from agent.plans import Block, Gaze, PlanError, Wait
 from agent.realizer import Realizer
-from agent.script import PLANS_DIR, Script, ScriptRunner, script_from_builtins
+from agent.script import PLANS_DIR, Script, script_from_builtins
+from agent.script_runner import ScriptRunner
 from agent.story.format import STORIES_DIR, StoryError, story_from_builtins
 from agent.story.graph import compile_story
 from agent.tooling import ToolContext

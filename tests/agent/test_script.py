@@ -15,11 +15,11 @@ from agent.realizer import ChunkOutput, Realizer
 from agent.script import (
     PLANS_DIR,
     ScriptError,
-    ScriptRunner,
     load_script,
     load_script_file,
     script_from_builtins,
 )
+from agent.script_runner import ScriptRunner
 from events.bus import EventBus
 from events.stamp import Stamper
 from events.vocabulary import EndOfTurn, Event, Gesture, SoundClass, SpeechStarted, SpeechStopped, TextInput

@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from agent.realizer import Realizer
-from agent.script import ScriptRunner, script_from_builtins
+from agent.script import script_from_builtins
+from agent.script_runner import ScriptRunner
 from streaming_model.manifest import build_manifest
 
 
