@@ -74,7 +74,8 @@ def test_render_refuses_a_format_it_cannot_write(tmp_path) -> None:
 
 
 def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> None:
-    from server.cli import build_parser, serve_config
+    from server.cli import build_parser
+    from server.serve_cli import serve_config
 
     args = build_parser().parse_args(
         ["serve", "--backend", "world", "--backend-option", "fps=16", "--backend-option", "width=160"]
@@ -120,7 +121,8 @@ def test_eval_rebuild_refuses_a_results_file_that_is_not_one(tmp_path, capsys) -
 
 
 def test_serve_takes_ray_from_the_flag_or_the_config_file_and_names_a_bad_setting(tmp_path, capsys) -> None:
-    from server.cli import build_parser, serve_config
+    from server.cli import build_parser
+    from server.serve_cli import serve_config
 
     assert serve_config(build_parser().parse_args(["serve"])).ray.address is None  # no Ray unless asked
     assert serve_config(build_parser().parse_args(["serve", "--ray", "local"])).ray.address == "local"
@@ -136,7 +138,8 @@ def test_serve_takes_ray_from_the_flag_or_the_config_file_and_names_a_bad_settin
 
 
 def test_serve_takes_how_sessions_share_the_generator_and_names_a_bad_setting(tmp_path, capsys) -> None:
-    from server.cli import build_parser, serve_config
+    from server.cli import build_parser
+    from server.serve_cli import serve_config
 
     default = serve_config(build_parser().parse_args(["serve"]))
     assert (default.batching, default.lanes, default.max_batch) == ("exact", 0, 8)
@@ -155,7 +158,8 @@ def test_serve_takes_how_sessions_share_the_generator_and_names_a_bad_setting(tm
 
 
 def test_serve_reports_loop_stalls_only_when_asked_and_refuses_a_negative_threshold(tmp_path, capsys) -> None:
-    from server.cli import build_parser, serve_config
+    from server.cli import build_parser
+    from server.serve_cli import serve_config
 
     assert serve_config(build_parser().parse_args(["serve"])).loop_stall_report_ms == 0.0  # off
     toml = tmp_path / "onstage.toml"

@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 from server.access import Access
 from server.app import OnstageServer
 from server.auth import _sign, check_token, make_token
-from server.cli import build_parser, main, serve_config
+from server.cli import build_parser, main
 from server.client import SessionClient
 from server.limits import Limits
 from server.responses import PAGE_FILES
+from server.serve_cli import serve_config
 from server.sessions import SessionFactory
 
 # The servers are module fixtures: async tests run on the module's loop (the sync ones need no loop).
