@@ -11,7 +11,6 @@ import asyncio
 import copy
 import itertools
 import json
-import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -27,7 +26,7 @@ from agent.director_observations import Observations
 from agent.director_state import DirectorMemory, DirectorState, DirectorStats
 from agent.llm import AssistantTurn, ToolCall, complete
 from agent.script import Place
-from agent.streamed_speech import EarlySpeech, SayWatcher
+from agent.streamed_speech import SENTENCE_BREAK, EarlySpeech, SayWatcher
 from agent.tooling import ToolContext, ToolSet
 from events.tracing import LLM_DONE, LLM_FIRST_TOKEN, LLM_REQUEST
 from streaming_model.manifest import Manifest
@@ -43,7 +42,6 @@ wrong (a truncated call, an unknown tool, an argument that fails validation) and
 SPOKEN_CHARS = 400
 """Plain text spoken in place of ``say`` is cut to its first sentences within this many characters (small
 models ramble, and the character speaks one or two sentences at a time)."""
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 
 
 class RunHost(Protocol):
@@ -325,7 +323,7 @@ def _first_sentences(text: str, limit: int = SPOKEN_CHARS) -> str:
     """The sentences of ``text`` that fit in ``limit`` characters (at least the first, cut at a word)."""
     text = " ".join(text.split())
     kept = ""
-    for sentence in _SENTENCE_END.split(text):
+    for sentence in SENTENCE_BREAK.split(text):
         if len(kept) + len(sentence) + 1 > limit:
             break
         kept = f"{kept} {sentence}".strip()

@@ -32,12 +32,17 @@ class Observations:
 
     def answers(self, event: Event) -> bool:
         """Whether ``event`` asks the Director for an answer (its reply is then the input's outcome)."""
-        c = self.config
         return (
             isinstance(event, TextInput | EndOfTurn)
             or (isinstance(event, Transcript) and event.final)
-            or (isinstance(event, Gesture) and event.gesture in c.salient_gestures)
-            or (isinstance(event, SoundClass) and event.label in c.salient_sounds and event.score >= 0.3)
+            or self._salient(event)
+        )
+
+    def _salient(self, event: Event) -> bool:
+        """A gesture or a sound the Director is configured to answer."""
+        c = self.config
+        return (isinstance(event, Gesture) and event.gesture in c.salient_gestures) or (
+            isinstance(event, SoundClass) and event.label in c.salient_sounds and event.score >= 0.3
         )
 
     def take(self, event: Event) -> float | None:
@@ -71,13 +76,12 @@ class Observations:
         elif isinstance(event, TextInput):
             self.lines.append(f"The user typed: {json.dumps(event.text.strip())}")
             trigger = True
-        elif isinstance(event, Gesture) and event.gesture in self.config.salient_gestures:
-            self.lines.append(f"The user made a gesture: {event.gesture}")
-            trigger = True
-        elif (
-            isinstance(event, SoundClass) and event.label in self.config.salient_sounds and event.score >= 0.3
-        ):
-            self.lines.append(f"A sound was heard: {event.label}")
+        elif isinstance(event, Gesture | SoundClass) and self._salient(event):
+            self.lines.append(
+                f"The user made a gesture: {event.gesture}"
+                if isinstance(event, Gesture)
+                else f"A sound was heard: {event.label}"
+            )
             trigger = True
         elif isinstance(event, Interrupt):
             self.lines.append("The user interrupted you.")

@@ -25,7 +25,8 @@ from agent.plans import Block, Speech
 from agent.realizer import Realizer, Submission
 
 _TEXT_FIRST = re.compile(r'\s*\{\s*"text"\s*:\s*"')
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+")
+"""The space after a sentence's end: where a reply's text splits into sentences to speak."""
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
 UNDECIDED_CHARS = 32
 """Arguments this long that do not open with ``{"text": "`` never will: the watcher stops."""
@@ -66,7 +67,7 @@ def partial_text(arguments: str) -> tuple[str, bool] | None:
 def first_sentence(text: str, limit: int) -> str | None:
     """The first whole sentence of text still streaming (one followed by more), whitespace made single,
     when it fits in ``limit`` characters."""
-    parts = _SENTENCE_END.split(text, maxsplit=1)
+    parts = SENTENCE_BREAK.split(text, maxsplit=1)
     if len(parts) < 2:
         return None
     sentence = " ".join(parts[0].split())

@@ -144,8 +144,6 @@ def _add_eval(sub: _Subcommands) -> None:
 def _eval(args: argparse.Namespace) -> int:
     import shlex
 
-    import msgspec
-
     from streaming_model.eval.compare import RESULTS, rebuild, run_eval
     from streaming_model.eval.options import parse_options
     from streaming_model.eval.report import verdict_table
