@@ -20,7 +20,8 @@ from agent.acknowledge import Acknowledgement
 from agent.director import Director, ErrorCallback
 from agent.director_config import DirectorConfig, Mind
 from agent.idle import IdleVariety
-from agent.realizer import ChunkOutput, Realizer, VoiceReports
+from agent.realizer import ChunkOutput, Realizer
+from agent.realizer_speech import VoiceReports
 from agent.reflex import ReflexConfig, ReflexPolicy
 from agent.script import Script
 from agent.script_runner import ScriptRunner
