@@ -12,11 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .masks import near, opened
-from .scene_probes import measure_scene, normalise, scenery_mask
+from .scene_probes import SceneMeasures, measure_scene, normalise, scenery_mask
 from .world import palette as P
 from .world.render import FLOOR_Y
 
 _ROWS = np.arange(128, dtype=np.float32)
+_BELOW_FLOOR = (_ROWS >= FLOOR_Y)[:, None]  # (128, 1): the floor's rows
 EYE_REACH = 16.0  # columns from the head's centre within which its eyes are looked for
 FALLING = 0.005  # share of the sky band's pixels that are raindrops or snowflakes when some are falling
 
@@ -54,82 +55,23 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     scene = measure_scene(frames)
     f = normalise(frames.astype(np.float32), scene.light)  # as in daylight, whatever the scene's light
     pal = P.PALETTES[identity]
-    sky = np.abs(f - P.SKY).sum(-1) > 60
-    # On the floor, shadow (also its soft edge) is the floor colour scaled down: same channel ratios.
-    ratio = f / P.FLOOR
-    floorlike = (ratio.max(-1) - ratio.min(-1) < 0.12) & (ratio.mean(-1) > 0.4) & (ratio.mean(-1) < 1.15)
-    below = (_ROWS >= FLOOR_Y)[:, None]
-    char = np.where(below, ~floorlike, sky)
-    body = near(f, pal[0])
-    limb = near(f, pal[2])
-    scenery = scenery_mask(f, char, np.concatenate([pal, P.FACE]), body)
-    char &= ~scenery
-    limb &= ~scenery
-    # Raindrops and snowflakes that coding has smeared off their colours are thin: an opening (5x5)
-    # removes them where it is raining or snowing (2-pixel streaks and their coding halo), and keeps the
-    # character, whose limbs are 6 pixels and more, and any pixel of its own colours (a foot beside the
-    # ball, cut thin where the ball is taken out, stays).
-    falling = (scene.rain + scene.snow) > FALLING
-    if falling.any():
-        own = body | limb | near(f, pal[1])
-        char = np.where(falling[..., None, None], opened(char, 2) | (char & own), char)
-    eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
+    char, body, limb = _character(f, pal, scene)
     mouth = near(f, P.MOUTH_OPEN) & char
     # A row counts with a few pixels (one stray pixel is not the body) but not with half the width: the
     # character is narrower, and a JPEG-coded frame smears the floor's edge into a full-width line.
     per_row = char.sum(-1)
     rows_any = (per_row >= 3) & (per_row < 64)
     top = np.where(rows_any.any(-1), np.argmax(rows_any, -1), 128).astype(np.float32)
-    # Eyes sit 10-18 rows below the top of the ears whatever the pose: look only there.
-    below_top = _ROWS[:, None] - top[..., None, None]
-    # Head centre column: body-coloured pixels in the head's rows (found from the ears' top, so it
-    # does not need the eyes, which blur first when the head moves fast).
-    head_rows = (below_top >= 4) & (below_top <= 28)
-    head_x = _centroid(body & head_rows, -1)
-    # Eyes sit within 14 columns of the head's centre: snowflakes beside the head are as white.
-    beside = np.abs(_ROWS[None, :] - np.nan_to_num(head_x, nan=-99.0)[..., None, None]) < EYE_REACH
-    eyes = eye_white & (below_top >= 5) & (below_top <= 24) & beside
+    head_x, eyes = _head_and_eyes(f, body, top)
 
     visible = char.sum((-1, -2)) > 200
     eye_x = _centroid(eyes, -1)
     eye_y = _centroid(eyes, -2)
     below_head = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None]) > 18
-    x = _centroid(char & below_head & ~below, -1)  # on the floor, JPEG coding blurs the shadow's edge
-    # Facing from two cues: the eyes' offset in the head (sharp on truth) and the belly's offset on
-    # the torso (large, so it survives blur); their mean, or whichever is visible.
-    eye_facing = (eye_x - head_x) / 9.0
-    # One belly (violet's lavender) is only ~50 from the sky: exclude near-sky pixels explicitly.
-    belly = near(f, pal[1]) & below_head & (np.abs(f - P.SKY).sum(-1) > 30)
-    torso_x = _centroid((body | belly) & below_head, -1)  # arms and legs excluded: raised paws shift x
-    belly_facing = (_centroid(belly, -1) - torso_x) / 3.0
-    belly_facing = np.where(np.abs(belly_facing) < 1.6, belly_facing, np.nan)  # stray matches elsewhere
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        facing = np.nanmean(np.stack([eye_facing, belly_facing]), axis=0)
-
-    # A raised paw sits beside the head, level with the eyes or a little below.
-    band = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None] > -6) & (
-        _ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None] < 12
-    )
-    cols = _ROWS[None, :]
-    hx = np.nan_to_num(head_x)[..., None, None]
-    paw_left = (limb & band & (cols < hx - 14)).sum((-1, -2)) > 12
-    paw_right = (limb & band & (cols > hx + 14)).sum((-1, -2)) > 12
-
-    # The lowest row above the floor: JPEG coding blurs the floor's edge and the shadow, so rows on the
-    # floor are left out (a character standing on it has a gap of 0 either way).
-    above = rows_any & ~below[:, 0]
-    bottom = 127 - np.argmax(above[..., ::-1], -1)
-    bottom_gap = (FLOOR_Y - 1 - bottom).astype(np.float32)
-    jumping = bottom_gap > 3
-    sitting = (~jumping) & (top > FLOOR_Y - 70)
-
-    body_px = np.where(body[..., None], f, np.nan)
-    with np.errstate(invalid="ignore"):
-        body_rgb = np.nanmedian(body_px.reshape(*f.shape[:-3], -1, 3), axis=-2)
-    # The body colour of a reconstruction may drift: measure from all character pixels' median instead
-    # when the palette colour is not found.
-    identity_dist = np.linalg.norm(np.nan_to_num(body_rgb, nan=0.0) - pal[0], axis=-1)
+    x = _centroid(char & below_head & ~_BELOW_FLOOR, -1)  # on the floor, JPEG coding blurs the shadow's edge
+    facing = _facing(f, pal, body, below_head, eye_x, head_x)
+    paw_left, paw_right = _raised_paws(limb, eye_y, head_x)
+    bottom_gap, jumping, sitting = _height(rows_any, top)
 
     return Measures(
         x=x,
@@ -144,9 +86,106 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
         bottom_gap=bottom_gap,
         sitting=sitting,
         jumping=jumping,
-        identity_dist=identity_dist,
+        identity_dist=_identity_dist(f, body, pal),
         visible=visible,
     )
+
+
+def _character(
+    f: np.ndarray, pal: np.ndarray, scene: SceneMeasures
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks of the character, its body colour and its limb colour in daylight-normalised frames ``f``:
+    what is neither sky nor floor (nor shadow on it), less the scenery and the falling weather."""
+    sky = np.abs(f - P.SKY).sum(-1) > 60
+    # On the floor, shadow (also its soft edge) is the floor colour scaled down: same channel ratios.
+    ratio = f / P.FLOOR
+    floorlike = (ratio.max(-1) - ratio.min(-1) < 0.12) & (ratio.mean(-1) > 0.4) & (ratio.mean(-1) < 1.15)
+    char = np.where(_BELOW_FLOOR, ~floorlike, sky)
+    body = near(f, pal[0])
+    limb = near(f, pal[2])
+    scenery = scenery_mask(f, char, np.concatenate([pal, P.FACE]), body)
+    char &= ~scenery
+    limb &= ~scenery
+    # Raindrops and snowflakes that coding has smeared off their colours are thin: an opening (5x5)
+    # removes them where it is raining or snowing (2-pixel streaks and their coding halo), and keeps the
+    # character, whose limbs are 6 pixels and more, and any pixel of its own colours (a foot beside the
+    # ball, cut thin where the ball is taken out, stays).
+    falling = (scene.rain + scene.snow) > FALLING
+    if falling.any():
+        own = body | limb | near(f, pal[1])
+        char = np.where(falling[..., None, None], opened(char, 2) | (char & own), char)
+    return char, body, limb
+
+
+def _head_and_eyes(f: np.ndarray, body: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The head's centre column and the mask of the eye whites, both found from the character's top row."""
+    eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
+    # Eyes sit 10-18 rows below the top of the ears whatever the pose: look only there.
+    below_top = _ROWS[:, None] - top[..., None, None]
+    # Head centre column: body-coloured pixels in the head's rows (found from the ears' top, so it
+    # does not need the eyes, which blur first when the head moves fast).
+    head_rows = (below_top >= 4) & (below_top <= 28)
+    head_x = _centroid(body & head_rows, -1)
+    # Eyes sit within 14 columns of the head's centre: snowflakes beside the head are as white.
+    beside = np.abs(_ROWS[None, :] - np.nan_to_num(head_x, nan=-99.0)[..., None, None]) < EYE_REACH
+    eyes = eye_white & (below_top >= 5) & (below_top <= 24) & beside
+    return head_x, eyes
+
+
+def _facing(
+    f: np.ndarray,
+    pal: np.ndarray,
+    body: np.ndarray,
+    below_head: np.ndarray,
+    eye_x: np.ndarray,
+    head_x: np.ndarray,
+) -> np.ndarray:
+    """Facing from two cues: the eyes' offset in the head (sharp on truth) and the belly's offset on the
+    torso (large, so it survives blur); their mean, or whichever is visible."""
+    eye_facing = (eye_x - head_x) / 9.0
+    # One belly (violet's lavender) is only ~50 from the sky: exclude near-sky pixels explicitly.
+    belly = near(f, pal[1]) & below_head & (np.abs(f - P.SKY).sum(-1) > 30)
+    torso_x = _centroid((body | belly) & below_head, -1)  # arms and legs excluded: raised paws shift x
+    belly_facing = (_centroid(belly, -1) - torso_x) / 3.0
+    belly_facing = np.where(np.abs(belly_facing) < 1.6, belly_facing, np.nan)  # stray matches elsewhere
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(np.stack([eye_facing, belly_facing]), axis=0)
+
+
+def _raised_paws(limb: np.ndarray, eye_y: np.ndarray, head_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Is a paw raised on the screen-left, the screen-right side? A raised paw sits beside the head, level
+    with the eyes or a little below."""
+    band = (_ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None] > -6) & (
+        _ROWS[:, None] - np.nan_to_num(eye_y)[..., None, None] < 12
+    )
+    cols = _ROWS[None, :]
+    hx = np.nan_to_num(head_x)[..., None, None]
+    paw_left = (limb & band & (cols < hx - 14)).sum((-1, -2)) > 12
+    paw_right = (limb & band & (cols > hx + 14)).sum((-1, -2)) > 12
+    return paw_left, paw_right
+
+
+def _height(rows_any: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gap between the character and the floor, and from it and the top row: jumping, sitting."""
+    # The lowest row above the floor: JPEG coding blurs the floor's edge and the shadow, so rows on the
+    # floor are left out (a character standing on it has a gap of 0 either way).
+    above = rows_any & ~_BELOW_FLOOR[:, 0]
+    bottom = 127 - np.argmax(above[..., ::-1], -1)
+    bottom_gap = (FLOOR_Y - 1 - bottom).astype(np.float32)
+    jumping = bottom_gap > 3
+    sitting = (~jumping) & (top > FLOOR_Y - 70)
+    return bottom_gap, jumping, sitting
+
+
+def _identity_dist(f: np.ndarray, body: np.ndarray, pal: np.ndarray) -> np.ndarray:
+    """L2 RGB distance of the body pixels' median colour to the palette's body colour."""
+    body_px = np.where(body[..., None], f, np.nan)
+    with np.errstate(invalid="ignore"):
+        body_rgb = np.nanmedian(body_px.reshape(*f.shape[:-3], -1, 3), axis=-2)
+    # The body colour of a reconstruction may drift: measure from all character pixels' median instead
+    # when the palette colour is not found.
+    return np.linalg.norm(np.nan_to_num(body_rgb, nan=0.0) - pal[0], axis=-1)
 
 
 def identify(frames: np.ndarray) -> np.ndarray:

@@ -72,17 +72,57 @@ def render(s: WorldState) -> np.ndarray:
     scenic = is_scenic(s)
     back = draw_background(s, _BACKGROUND) if scenic else None
     canvas = _crop(back, ox) if back is not None else _crop_background(n)
+    ball = _draw_character(canvas, s, X, Y)
+    frames = back if back is not None else np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
+    _paste(frames, canvas, ox)
+    if scenic:
+        _light_and_ball(frames, s, ball)
+    return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
+
+
+def _draw_character(
+    canvas: np.ndarray, s: WorldState, X: np.ndarray, Y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Paint the character (with its shadow and a ball in its paw) onto the crops, back to front; returns
+    where the ball is (None when no world shows one)."""
     pal = P.PALETTES[s.identity]  # (N, 3, 3)
     body, belly, limb = pal[:, 0], pal[:, 1], pal[:, 2]
     g = {k: v[:, None, None] for k, v in geometry(s).items()}
     c = {k: getattr(s, k)[:, None, None] for k in ("x", "facing", "sit", "jump_y", "paw_l", "paw_r", "wave")}
-    x, f, sit, jy = c["x"], c["facing"], c["sit"], c["jump_y"]
+    x, f = c["x"], c["facing"]
+    _draw_shadow(canvas, X, Y, x, c["jump_y"])
+    _draw_legs(canvas, s, X, Y, c, limb)
 
-    # Shadow on the floor shrinks as the character rises.
+    torso_cy = g["torso_cy"]
+    paint(canvas, ellipse(X, Y, x, torso_cy, 12.5, 15.0), body)
+    paint(canvas, ellipse(X, Y, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
+
+    ball = _draw_held_ball(canvas, s, X, Y)
+    _draw_arms(canvas, X, Y, c, g["shoulder_y"], limb)
+    hx, hy = g["head_cx"], g["head_cy"]
+    _draw_head(canvas, X, Y, hx, hy, f, body, limb)
+    _draw_eyes(canvas, s, X, Y, hx, hy, f)
+    _draw_mouth(canvas, s, X, Y, hx, hy, f)
+    return ball
+
+
+def _draw_shadow(canvas: np.ndarray, X: np.ndarray, Y: np.ndarray, x: np.ndarray, jy: np.ndarray) -> None:
+    """Shadow on the floor shrinks as the character rises."""
     shrink = 1.0 - 0.5 * np.minimum(jy / 16.0, 1.0)
     sh = ellipse(X, Y, x, FLOOR_Y + 1.5, 17.0 * shrink, 3.0)
     canvas -= sh[..., None] * (1.0 - P.SHADOW_DARKEN) * canvas * (Y >= FLOOR_Y)[..., None]
 
+
+def _draw_legs(
+    canvas: np.ndarray,
+    s: WorldState,
+    X: np.ndarray,
+    Y: np.ndarray,
+    c: dict[str, np.ndarray],
+    limb: np.ndarray,
+) -> None:
+    """Both legs, from the hips (lowered by sitting and crouching) to the feet (striding when walking)."""
+    x, f, sit, jy = c["x"], c["facing"], c["sit"], c["jump_y"]
     lift = jy - SIT_DROP * sit - CROUCH_DROP * s.crouch[:, None, None]
     hip_y = FLOOR_Y - 22.0 - lift
     walk = np.sin(x * (2 * np.pi / 12.0)) * (np.abs(f) > 0.5)  # stride follows position
@@ -91,27 +131,62 @@ def render(s: WorldState) -> np.ndarray:
         foot_y = FLOOR_Y - 3.0 - jy + 4.0 * sit * 0
         paint(canvas, capsule(X, Y, x + side * 5.0, hip_y, foot_x, foot_y, 3.5), limb)
 
-    torso_cy = g["torso_cy"]
-    paint(canvas, ellipse(X, Y, x, torso_cy, 12.5, 15.0), body)
-    paint(canvas, ellipse(X, Y, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
 
+def _draw_held_ball(
+    canvas: np.ndarray, s: WorldState, X: np.ndarray, Y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A ball in the paw is behind it (the paw holds it): paint it before the arms; returns where the ball
+    is (None when no world shows one)."""
     ball = ball_center(s) if has_ball(s) else None
-    if ball is not None:  # a ball in the paw is behind it: the paw holds it
+    if ball is not None:
         in_paw = (s.held == 1.0) & (s.ball_show > 0.5)
         canvas[ball_cover(X, Y, *ball) & in_paw[:, None, None]] = P.BALL
+    return ball
 
-    shoulder_y = g["shoulder_y"]
+
+def _draw_arms(
+    canvas: np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    c: dict[str, np.ndarray],
+    shoulder_y: np.ndarray,
+    limb: np.ndarray,
+) -> None:
+    """Both arms, from the shoulders to the paws, each raised as much as its paw is."""
+    x = c["x"]
     for side, raise_ in ((-1.0, c["paw_l"]), (1.0, c["paw_r"])):
         sx = x + side * 11.0
         px, py = paw_position(x, shoulder_y, side, raise_, c["wave"])
         paint(canvas, capsule(X, Y, sx, shoulder_y, px, py, 3.0), limb)
         paint(canvas, ellipse(X, Y, px, py, 4.5, 4.5), limb)
 
-    hx, hy = g["head_cx"], g["head_cy"]
+
+def _draw_head(
+    canvas: np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    hx: np.ndarray,
+    hy: np.ndarray,
+    f: np.ndarray,
+    body: np.ndarray,
+    limb: np.ndarray,
+) -> None:
+    """The ears (shifted by the facing) and the head in front of them."""
     for side in (-1.0, 1.0):
         paint(canvas, ellipse(X, Y, hx + side * 10.0 + 2.0 * f, hy - 11.0, 4.5, 4.5), limb)
     paint(canvas, ellipse(X, Y, hx, hy, HEAD_R, HEAD_R), body)
 
+
+def _draw_eyes(
+    canvas: np.ndarray,
+    s: WorldState,
+    X: np.ndarray,
+    Y: np.ndarray,
+    hx: np.ndarray,
+    hy: np.ndarray,
+    f: np.ndarray,
+) -> None:
+    """Eye whites, pupils (following the gaze) and brows (lifted and tilted by the emotion)."""
     emo = s.emo[:, :, None, None]  # neutral, happy, sad, surprised, angry
     wide = s.eye_wide[:, None, None]
     eye_ry = 4.0 + 1.5 * wide
@@ -127,17 +202,23 @@ def render(s: WorldState) -> np.ndarray:
         paint(canvas, ellipse(X, Y, ex + 1.6 * gx + 0.8 * f, ey + 1.8 * gy, 1.8, 1.8), P.PUPIL)
         paint(canvas, bar(X, Y, ex, ey - 6.0 - brow_lift, 3.5, 0.9, -side * brow_tilt), P.BROW)
 
+
+def _draw_mouth(
+    canvas: np.ndarray,
+    s: WorldState,
+    X: np.ndarray,
+    Y: np.ndarray,
+    hx: np.ndarray,
+    hy: np.ndarray,
+    f: np.ndarray,
+) -> None:
+    """The mouth line (bent by the emotion) and, as far as it is open, the open mouth."""
+    emo = s.emo[:, :, None, None]  # neutral, happy, sad, surprised, angry
     mx, my = hx + 4.0 * f, hy + 7.0
     bend = 2.2 * emo[:, 1] - 2.0 * emo[:, 2] - 0.8 * emo[:, 4]
     paint(canvas, arc(X, Y, mx, my - bend * 0.5, 4.5, bend, 0.7), P.MOUTH_LINE)
     open_ry = 5.0 * s.mouth[:, None, None] + 2.0 * emo[:, 3]
     paint(canvas, ellipse(X, Y, mx, my + 0.5, 3.8, np.maximum(open_ry, 1e-3)) * (open_ry > 0.3), P.MOUTH_OPEN)
-
-    frames = back if back is not None else np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
-    _paste(frames, canvas, ox)
-    if scenic:
-        _light_and_ball(frames, s, ball)
-    return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
 
 
 def render_scenery(s: WorldState) -> np.ndarray:

@@ -110,15 +110,40 @@ def step(
     (N, len(SCENE)) choice indices (None: today's world, every part at its default)."""
     t = phase.astype(np.float32) / FPS
     is_ = {name: action == idx for name, idx in A.items()}
+    walking, walk_face, at_door = _walk(s, is_, action, phase, scene)
+    _turn(s, is_, phase, target, side, walking, walk_face, at_door)
+    s.sit[:] = approach(s.sit, np.where(is_["sit"], 1.0, 0.0), np.where(is_["sit"], 0.12, 0.2))
+    _paws(s, is_, phase, side, t)
+    _jump(s, is_, phase)
+    _head(s, is_, target, gaze, t)
+    _face(s, is_, phase, emotion, speaking, audio)
 
-    # Walking: position and facing (the scene's actions walk to the door or the ball).
+
+def _walk(
+    s: WorldState, is_: dict[str, np.ndarray], action: np.ndarray, phase: np.ndarray, scene: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Position (the scene's actions walk to the door or the ball, and the scene steps here); returns
+    whether each world walks, the facing its walk asks for, and whether it stands at the door."""
     dx = np.where(is_["walk_right"], WALK_SPEED, 0.0) - np.where(is_["walk_left"], WALK_SPEED, 0.0)
     scene_step(s, action, phase, np.zeros((len(action), 5), np.int64) if scene is None else scene, dx)
     s.x[:] = np.clip(s.x + dx, X_MIN, X_MAX)
     walking = is_["walk_left"] | is_["walk_right"] | (np.abs(dx) > 0.1)
     walk_face = np.where(dx > 0, 1.0, -1.0)
     at_door = (is_["go_to_door"] | is_["open_door"] | is_["close_door"]) & (np.abs(s.x - DOOR_STAND_X) < 1.0)
+    return walking, walk_face, at_door
 
+
+def _turn(
+    s: WorldState,
+    is_: dict[str, np.ndarray],
+    phase: np.ndarray,
+    target: np.ndarray,
+    side: np.ndarray,
+    walking: np.ndarray,
+    walk_face: np.ndarray,
+    at_door: np.ndarray,
+) -> None:
+    """Facing: toward the walk, the turn's goal, the look_at target, or the door when standing at it."""
     # Turning picks its goal at the action's first frame: the side asked for, or (side 0) the side
     # opposite to the current facing.
     starting_turn = is_["turn"] & (phase == 0)
@@ -132,9 +157,11 @@ def step(
     face_rate = np.where(walking, 0.25, np.where(is_["turn"], 0.15, 0.12))
     s.facing[:] = approach(s.facing, face_goal, face_rate)
 
-    s.sit[:] = approach(s.sit, np.where(is_["sit"], 1.0, 0.0), np.where(is_["sit"], 0.12, 0.2))
 
-    # Paws: waving raises one, startle both; everything else lowers them.
+def _paws(
+    s: WorldState, is_: dict[str, np.ndarray], phase: np.ndarray, side: np.ndarray, t: np.ndarray
+) -> None:
+    """Paws: waving raises one, startle both; everything else lowers them."""
     startle_env = np.where(phase < 12, 1.0, np.exp(-(phase - 12) / 12.0)).astype(np.float32)
     left_goal = np.where(is_["wave"] & (side < 0), 1.0, 0.0) + np.where(
         is_["startle"], 0.9 * startle_env, 0.0
@@ -152,13 +179,20 @@ def step(
     s.paw_r[:] = approach(s.paw_r, right_goal, 0.25)
     s.wave[:] = approach(s.wave, np.where(is_["wave"], np.sin(2 * np.pi * WAVE_HZ * t), 0.0), 0.6)
 
-    # Jumps are a function of the phase, so a held jump repeats with a fixed period.
+
+def _jump(s: WorldState, is_: dict[str, np.ndarray], phase: np.ndarray) -> None:
+    """Jumps are a function of the phase, so a held jump repeats with a fixed period; startle hops."""
     cyc = phase % JUMP_PERIOD
     jump = np.where(cyc < JUMP_AIR, JUMP_HEIGHT * np.sin(np.pi * cyc / JUMP_AIR), 0.0)
     hop = np.where(phase < 8, 6.0 * np.sin(np.pi * phase / 8.0), 0.0)
     jump_goal = np.where(is_["jump"], jump, np.where(is_["startle"], hop, 0.0))
     s.jump_y[:] = np.where(is_["jump"] | is_["startle"], jump_goal, approach(s.jump_y, 0.0, 0.5))
 
+
+def _head(
+    s: WorldState, is_: dict[str, np.ndarray], target: np.ndarray, gaze: np.ndarray, t: np.ndarray
+) -> None:
+    """The head's nod, shake and look_at offset, and the eyes' gaze (look_at's target overrides it)."""
     s.nod[:] = approach(s.nod, np.where(is_["nod"], 3.0 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6)
     s.shake[:] = approach(
         s.shake, np.where(is_["shake_head"], 3.5 * np.sin(2 * np.pi * NOD_HZ * t), 0.0), 0.6
@@ -171,6 +205,16 @@ def step(
     s.gaze_x[:] = approach(s.gaze_x, g[:, 0], 0.4)
     s.gaze_y[:] = approach(s.gaze_y, g[:, 1], 0.4)
 
+
+def _face(
+    s: WorldState,
+    is_: dict[str, np.ndarray],
+    phase: np.ndarray,
+    emotion: np.ndarray,
+    speaking: np.ndarray,
+    audio: np.ndarray,
+) -> None:
+    """Wide eyes (startle, surprise), the mouth (the voice's loudness while speaking) and the emotion."""
     wide_goal = np.where(is_["startle"] & (phase < 18), 1.0, 0.0)
     s.eye_wide[:] = approach(s.eye_wide, np.maximum(wide_goal, s.emo[:, 3]), 0.4)
     s.mouth[:] = approach(s.mouth, np.where(speaking > 0, audio, 0.0), 0.7)
