@@ -183,8 +183,8 @@ def _identity_dist(f: np.ndarray, body: np.ndarray, pal: np.ndarray) -> np.ndarr
     body_px = np.where(body[..., None], f, np.nan)
     with np.errstate(invalid="ignore"):
         body_rgb = np.nanmedian(body_px.reshape(*f.shape[:-3], -1, 3), axis=-2)
-    # The body colour of a reconstruction may drift: measure from all character pixels' median instead
-    # when the palette colour is not found.
+    # A frame without character pixels has no median (NaN): it counts as black, far from every palette
+    # colour.
     return np.linalg.norm(np.nan_to_num(body_rgb, nan=0.0) - pal[0], axis=-1)
 
 

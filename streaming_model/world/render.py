@@ -128,7 +128,7 @@ def _draw_legs(
     walk = np.sin(x * (2 * np.pi / 12.0)) * (np.abs(f) > 0.5)  # stride follows position
     for side in (-1.0, 1.0):
         foot_x = x + side * 6.0 + 4.0 * walk * side + 10.0 * sit * f
-        foot_y = FLOOR_Y - 3.0 - jy + 4.0 * sit * 0
+        foot_y = FLOOR_Y - 3.0 - jy
         paint(canvas, capsule(X, Y, x + side * 5.0, hip_y, foot_x, foot_y, 3.5), limb)
 
 
