@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -85,9 +86,8 @@ def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool, path: Pat
     return float(model.scale)
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line (module docstring)."""
-    ap = argparse.ArgumentParser()
+def _add_run_args(ap: argparse.ArgumentParser) -> None:
+    """How long and how fast this run trains, how often it checkpoints and when it stops early."""
     ap.add_argument(
         "--minutes",
         type=float,
@@ -99,6 +99,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ckpt-every-min", type=float, default=3.0)
     ap.add_argument("--until-psnr", type=float, default=99.0, help="stop early at this validation PSNR")
+
+
+def _add_lesson_args(ap: argparse.ArgumentParser) -> None:
+    """What the codec is taught: the face, the voice, the scene, and which parts of it learn."""
     ap.add_argument("--face-weight", type=float, default=0.0, help="extra loss weight on eyes and mouth")
     ap.add_argument(
         "--decoder-only",
@@ -130,6 +134,13 @@ def parse_args() -> argparse.Namespace:
         help="with --decoder-only or --scene: the codec whose encoder and latent scale are kept (and whose "
         "decoder is trained on), e.g. an anchored codec the transformer's latents were encoded with",
     )
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
+    ap = argparse.ArgumentParser()
+    _add_run_args(ap)
+    _add_lesson_args(ap)
     add_device_args(ap)
     ap.add_argument(
         "--pool",
@@ -167,12 +178,9 @@ def build_model(
     return model.to(args.device), anchor, ck
 
 
-def main() -> None:
-    """Train for --minutes (this run), checkpointing; resume if a checkpoint exists."""
-    started = time.time()  # the deadline counts the pool's first renders: a staged script keeps to it
-    args = parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+def _configure(args: argparse.Namespace) -> tuple[int, bool]:
+    """The voice taps the decoder reads and whether the encoder trains anchored; settles ``args.device``,
+    ``args.decoder_only`` and ``args.ckpt_dir`` (made) from the options that imply them."""
     args.device = torch.device(args.device)
     # The scene is taught to a decoder that reads the voice (the shipped one's heir): keep its taps.
     taps = args.voice_taps or (load_codec(args.encoder).cfg.voice_taps if args.scene else 0)
@@ -188,107 +196,170 @@ def main() -> None:
         else CKPT_DIR
     )
     args.ckpt_dir.mkdir(parents=True, exist_ok=True)
+    return taps, anchored
+
+
+@dataclass
+class _Training:
+    """What the training loop works on: the codec, the frozen codec anchoring it (or None), the optimizer,
+    the voice taps its decoder reads, and how far training has come over all runs."""
+
+    model: Codec
+    anchor: Codec | None
+    opt: torch.optim.Optimizer
+    taps: int
+    step: int = 0
+    elapsed: float = 0.0
+    psnr_log: list = field(default_factory=list)
+
+    def decode(self, z: torch.Tensor, voice: torch.Tensor) -> torch.Tensor:
+        """The decoder's frames from latents ``z`` and, when it reads the voice, the chunks' ``voice``."""
+        return self.model.decoder(z, voice_taps(voice, self.taps) if self.taps else None)
+
+
+def _training(args: argparse.Namespace, taps: int, anchored: bool) -> _Training:
+    """The codec, its anchor and optimizer (``build_model``), resumed where a checkpoint fits."""
     model, anchor, ck = build_model(args, taps, anchored)
     params = model.decoder.parameters() if args.decoder_only else model.parameters()
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
-    step, elapsed, psnr_log = 0, 0.0, []
+    run = _Training(model, anchor, opt, taps)
     if ck is not None:
         if ck.get("decoder_only", False) == args.decoder_only:  # optimizer state fits the same params
             opt.load_state_dict(ck["opt"])
-        step, elapsed, psnr_log = ck["step"], ck["elapsed"], ck["psnr_log"]
-    dev = args.device
-    # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
-    held_out = fetch_parts(10_000, 8, 4, taps, args.scene)
-    val, val_voice = held_out.target.to(dev), held_out.voice.to(dev)
-    pool = ChunkPool(taps, args.scene, anchored, step * 8, args.pool, args.workers)
+        run.step, run.elapsed, run.psnr_log = ck["step"], ck["elapsed"], ck["psnr_log"]
+    return run
 
-    def decode(z: torch.Tensor, voice: torch.Tensor) -> torch.Tensor:
-        return model.decoder(z, voice_taps(voice, taps) if taps else None)
 
-    prog = Progress(args.ckpt_dir / "log.jsonl", step + int(args.minutes * 60 * 3), step, elapsed)
+def _train(
+    run: _Training,
+    args: argparse.Namespace,
+    pool: ChunkPool,
+    val: torch.Tensor,
+    val_voice: torch.Tensor,
+    started: float,
+) -> Progress:
+    """Train until --minutes after ``started`` (or --until-psnr): a line every 50 steps, a checkpoint every
+    --ckpt-every-min; the progress, whose clock the last checkpoint and the export read."""
+    prog = Progress(args.ckpt_dir / "log.jsonl", run.step + int(args.minutes * 60 * 3), run.step, run.elapsed)
     t_end = started + args.minutes * 60
     last_ck = time.time()
-    gen = torch.Generator().manual_seed(step)
-
-    def checkpoint() -> None:
-        save_checkpoint(
-            args.ckpt_dir / "ckpt.pt",
-            {
-                "model": model.state_dict(),
-                "opt": opt.state_dict(),
-                "step": step,
-                "elapsed": prog.elapsed(),
-                "psnr_log": psnr_log,
-                "decoder_only": args.decoder_only,
-            },
-        )
-
+    gen = torch.Generator().manual_seed(run.step)
     loss_acc = drift_acc = 0.0
     while time.time() < t_end:
-        if step % args.refresh_every == 0 and step > 0:
+        if run.step % args.refresh_every == 0 and run.step > 0:
             pool.refresh(gen)
-        pick = torch.randint(len(pool.parts.target), (args.batch,), generator=gen)
-        batch, voice = pool.parts.target[pick].to(dev), pool.parts.voice[pick].to(dev)
-        # With the voice, half the chunks are encoded from their silent rendering: the mouth must come
-        # from the voice.
-        silent = (torch.rand(args.batch, generator=gen) < 0.5)[:, None, None, None, None] & (taps > 0)
-        x = to_pixels(batch)
-        x_in = to_pixels(torch.where(silent.to(dev), pool.parts.encoder_in[pick].to(dev), batch))
-        w = character_weight(pool.parts.char[pick].to(dev), pool.parts.face[pick].to(dev), args.face_weight)
-        lr = args.lr * min(1.0, (step + 1) / 200)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with autocast(dev):
-            if args.decoder_only:
-                with torch.no_grad():
-                    z = model.encoder(x_in)
-            else:
-                z = model.encoder(x_in)
-            # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
-            zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen).to(dev)
-            y = decode(zn, voice)
-        err = y.float() - x
-        loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
-        today = pool.parts.today[pick].to(dev)
-        if anchor is not None and today.any():
-            with torch.no_grad(), autocast(dev):
-                z0 = anchor.encoder(x_in[today])
-            drift = ((z[today].float() - z0.float()) * model.scale).pow(2).mean()
-            loss = loss + args.anchor * drift
-            drift_acc += drift.item()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        loss_acc += loss.item()
-        if step % 50 == 0:
+        loss, drift, lr = _step(run, args, pool, gen)
+        run.step += 1
+        loss_acc += loss
+        if drift is not None:
+            drift_acc += drift
+        if run.step % 50 == 0:
             metrics = {"loss": loss_acc / 50, "lr": lr}
-            if anchor is not None:  # how far today's world's latents moved (normalised units, squared)
+            if run.anchor is not None:  # how far today's world's latents moved (normalised units, squared)
                 metrics["drift"] = drift_acc / 50
             loss_acc = drift_acc = 0.0
-            if step % 200 == 0:
-                with torch.no_grad(), autocast(dev):
-                    rec = decode(model.encoder(to_pixels(val)), val_voice)
+            if run.step % 200 == 0:
+                with torch.no_grad(), autocast(args.device):
+                    rec = run.decode(run.model.encoder(to_pixels(val)), val_voice)
                 metrics["val_psnr"] = psnr(rec, to_pixels(val))
-                psnr_log.append((round(prog.elapsed() / 60, 2), step, metrics["val_psnr"]))
-            prog.report(step, **metrics)
+                run.psnr_log.append((round(prog.elapsed() / 60, 2), run.step, metrics["val_psnr"]))
+            prog.report(run.step, **metrics)
             if metrics.get("val_psnr", 0.0) >= args.until_psnr:
                 break
         if time.time() - last_ck > args.ckpt_every_min * 60:
-            checkpoint()
+            _checkpoint(run, args, prog)
             last_ck = time.time()
-    pool.close()
-    checkpoint()
+    return prog
+
+
+def _step(
+    run: _Training, args: argparse.Namespace, pool: ChunkPool, gen: torch.Generator
+) -> tuple[float, float | None, float]:
+    """One optimiser step on a batch drawn from the pool: its loss, its anchor's drift (None without one
+    or without today's world in the batch) and its learning rate."""
+    dev = args.device
+    pick = torch.randint(len(pool.parts.target), (args.batch,), generator=gen)
+    batch, voice = pool.parts.target[pick].to(dev), pool.parts.voice[pick].to(dev)
+    # With the voice, half the chunks are encoded from their silent rendering: the mouth must come
+    # from the voice.
+    silent = (torch.rand(args.batch, generator=gen) < 0.5)[:, None, None, None, None] & (run.taps > 0)
+    x = to_pixels(batch)
+    x_in = to_pixels(torch.where(silent.to(dev), pool.parts.encoder_in[pick].to(dev), batch))
+    w = character_weight(pool.parts.char[pick].to(dev), pool.parts.face[pick].to(dev), args.face_weight)
+    lr = args.lr * min(1.0, (run.step + 1) / 200)
+    for g in run.opt.param_groups:
+        g["lr"] = lr
+    with autocast(dev):
+        if args.decoder_only:
+            with torch.no_grad():
+                z = run.model.encoder(x_in)
+        else:
+            z = run.model.encoder(x_in)
+        # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
+        zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen).to(dev)
+        y = run.decode(zn, voice)
+    err = y.float() - x
+    loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
+    today = pool.parts.today[pick].to(dev)
+    drift = None
+    if run.anchor is not None and today.any():
+        with torch.no_grad(), autocast(dev):
+            z0 = run.anchor.encoder(x_in[today])
+        drift = ((z[today].float() - z0.float()) * run.model.scale).pow(2).mean()
+        loss = loss + args.anchor * drift
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(run.model.parameters(), 1.0)
+    run.opt.step()
+    return loss.item(), None if drift is None else drift.item(), lr
+
+
+def _checkpoint(run: _Training, args: argparse.Namespace, prog: Progress) -> None:
+    """Save the codec, its optimizer and how far training has come."""
+    save_checkpoint(
+        args.ckpt_dir / "ckpt.pt",
+        {
+            "model": run.model.state_dict(),
+            "opt": run.opt.state_dict(),
+            "step": run.step,
+            "elapsed": prog.elapsed(),
+            "psnr_log": run.psnr_log,
+            "decoder_only": args.decoder_only,
+        },
+    )
+
+
+def _export_trained(
+    run: _Training, args: argparse.Namespace, prog: Progress, val: torch.Tensor, anchored: bool
+) -> None:
+    """Export the trained codec (with --scene beside its checkpoint, else as the shipped one)."""
     info = {
-        "steps": step,
+        "steps": run.step,
         "train_minutes": round(prog.elapsed() / 60, 1),
-        "psnr_log": psnr_log[-20:],
-        "hardware": hardware(dev),
+        "psnr_log": run.psnr_log[-20:],
+        "hardware": hardware(args.device),
     }
     out = args.ckpt_dir / "codec.safetensors" if args.scene else WEIGHTS_DIR / "codec.safetensors"
-    scale = export(model, val, info, rescale=not (args.decoder_only or anchored), path=out)
+    scale = export(run.model, val, info, rescale=not (args.decoder_only or anchored), path=out)
     print(f"exported codec, latent scale {scale:.4f}", flush=True)
+
+
+def main() -> None:
+    """Train for --minutes (this run), checkpointing; resume if a checkpoint exists."""
+    started = time.time()  # the deadline counts the pool's first renders: a staged script keeps to it
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    taps, anchored = _configure(args)
+    run = _training(args, taps, anchored)
+    # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
+    held_out = fetch_parts(10_000, 8, 4, taps, args.scene)
+    val, val_voice = held_out.target.to(args.device), held_out.voice.to(args.device)
+    pool = ChunkPool(taps, args.scene, anchored, run.step * 8, args.pool, args.workers)
+    prog = _train(run, args, pool, val, val_voice, started)
+    pool.close()
+    _checkpoint(run, args, prog)
+    _export_trained(run, args, prog, val, anchored)
 
 
 if __name__ == "__main__":

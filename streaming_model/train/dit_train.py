@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import copy
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -301,9 +302,8 @@ def export(
     save_weights(path, "dit", ema.cfg, tensors, info)
 
 
-def main() -> None:
-    """Train for --minutes (this run), checkpointing and exporting; resume if a checkpoint exists."""
-    ap = argparse.ArgumentParser()
+def _add_run_args(ap: argparse.ArgumentParser) -> None:
+    """How long, how fast and where this run trains, and how often it checkpoints."""
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=6e-4)
@@ -322,6 +322,10 @@ def main() -> None:
         help="processes building batches ahead of the step (0: built here; on a GPU a few keep it busy)",
     )
     ap.add_argument("--ckpt-every-min", type=float, default=4.0)
+
+
+def _add_sampling_args(ap: argparse.ArgumentParser) -> None:
+    """What the batches hold: rollouts on the model's own predictions, onsets and changes of scene."""
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
     ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
     ap.add_argument(
@@ -340,6 +344,13 @@ def main() -> None:
         default=0.0,
         help="with a scene: extra loss weight on the tokens that changed most in a change's first chunks",
     )
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
+    ap = argparse.ArgumentParser()
+    _add_run_args(ap)
+    _add_sampling_args(ap)
     ap.add_argument(
         "--scene",
         action="store_true",
@@ -352,39 +363,66 @@ def main() -> None:
         help="with --scene and no checkpoint: start from this transformer (one an earlier run exported, "
         "given condition maps if it has none: dit.with_maps) rather than the shipped weights grown",
     )
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    return ap.parse_args()
+
+
+@dataclass
+class _Training:
+    """What the training loop works on: the transformer, its EMA and optimizer, how far training has come
+    over all runs, and where its checkpoint and exported weights go."""
+
+    model: DiT
+    ema: DiT
+    opt: torch.optim.Optimizer
+    ckpt_dir: Path
+    exported: Path
+    step: int = 0
+    elapsed: float = 0.0
+    val_log: list = field(default_factory=list)
+
+
+def _training(args: argparse.Namespace, dev: torch.device) -> _Training:
+    """The transformer to train (grown to read the scene with --scene), its EMA and optimizer, resumed."""
     ckpt_dir = SCENE_CKPT_DIR if args.scene else CKPT_DIR
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     exported = ckpt_dir / "dit.safetensors" if args.scene else WEIGHTS_DIR / "dit.safetensors"
     cfg = with_scene(DiT(DiTConfig())).cfg if args.scene else DiTConfig()
     model = DiT(cfg)
-    dev = torch.device(args.device)
     model.to(dev)
     ema = copy.deepcopy(model).requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.01)
-    step, elapsed, val_log = 0, 0.0, []
-    ck = load_checkpoint(ckpt_dir / "ckpt.pt")
+    run = _Training(model, ema, opt, ckpt_dir, exported)
+    _resume(run, args)
+    return run
+
+
+def _resume(run: _Training, args: argparse.Namespace) -> None:
+    """Go on from the checkpoint if there is one, else from the shipped weights (or --start's)."""
+    ck = load_checkpoint(run.ckpt_dir / "ckpt.pt")
     if ck is not None:
-        model.load_state_dict(ck["model"])
-        ema.load_state_dict(ck["ema"])
-        opt.load_state_dict(ck["opt"])
-        step, elapsed, val_log = ck["step"], ck["elapsed"], ck["val_log"]
-        print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+        run.model.load_state_dict(ck["model"])
+        run.ema.load_state_dict(ck["ema"])
+        run.opt.load_state_dict(ck["opt"])
+        run.step, run.elapsed, run.val_log = ck["step"], ck["elapsed"], ck["val_log"]
+        print(f"resumed at step {run.step}, {run.elapsed / 60:.1f} min trained", flush=True)
     elif args.start is not None or DIT_PATH.exists():
         # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights (or
         # --start's) rather than from scratch; only the optimizer's moments start afresh.
         loaded, info = load_dit(args.start or DIT_PATH)
         start = grown_for_scene(loaded) if args.scene else loaded
-        model.load_state_dict(start.state_dict())
-        ema.load_state_dict(start.state_dict())
-        step, elapsed, val_log = (
+        run.model.load_state_dict(start.state_dict())
+        run.ema.load_state_dict(start.state_dict())
+        run.step, run.elapsed, run.val_log = (
             info.get("steps", 0),
             60.0 * info.get("train_minutes", 0.0),
             info.get("val_log", []),
         )
         source = args.start or "the shipped weights"
-        print(f"continuing from {source}: step {step}, {elapsed / 60:.1f} min trained", flush=True)
+        print(f"continuing from {source}: step {run.step}, {run.elapsed / 60:.1f} min trained", flush=True)
+
+
+def _batchers(args: argparse.Namespace, cfg: DiTConfig) -> tuple[Batcher, Batcher]:
+    """Batches for training (with --focus and the scene's changes) and for validation, from the shards."""
     shards = Shards(SCENE_DATA_DIR, plain=DATA_DIR) if args.scene else Shards(DATA_DIR)
     print(
         f"data: {len(shards.files) - 1} train shards, {shards.train['latents'].shape[:2]} episodes x chunks",
@@ -399,58 +437,91 @@ def main() -> None:
         args.change_prob,
         args.change_weight,
     )
-    val_b = Batcher(cfg, shards.val, shards.reference)
+    return train_b, Batcher(cfg, shards.val, shards.reference)
+
+
+def _train(
+    run: _Training, args: argparse.Namespace, train_b: Batcher, val_b: Batcher, dev: torch.device
+) -> None:
+    """Train until this run's --minutes are up: a line every 25 steps, a checkpoint and export every
+    --ckpt-every-min and at the end."""
     mask, val_mask = train_b.mask.to(dev), val_b.mask.to(dev)
     val_batches = [on(val_b.batch(torch.Generator().manual_seed(i), 4), dev) for i in range(3)]
-    gen = torch.Generator().manual_seed(1 + step)  # rollouts; the batches have their own stream
-    stream = batch_stream(train_b, 1 + step, args.batch, args.loader_workers, pin=dev.type == "cuda")
-    prog = Progress(ckpt_dir / "log.jsonl", step + int(args.minutes * 60 / 1.5), step, elapsed)
+    gen = torch.Generator().manual_seed(1 + run.step)  # rollouts; the batches have their own stream
+    stream = batch_stream(train_b, 1 + run.step, args.batch, args.loader_workers, pin=dev.type == "cuda")
+    prog = Progress(
+        run.ckpt_dir / "log.jsonl", run.step + int(args.minutes * 60 / 1.5), run.step, run.elapsed
+    )
     t_end = time.time() + args.minutes * 60
     last_ck = time.time()
     loss_acc, n_acc = torch.zeros((), device=dev), 0  # summed on the device: no wait on each step's loss
-
-    def checkpoint() -> None:
-        save_checkpoint(
-            ckpt_dir / "ckpt.pt",
-            {
-                "model": model.state_dict(),
-                "ema": ema.state_dict(),
-                "opt": opt.state_dict(),
-                "step": step,
-                "elapsed": prog.elapsed(),
-                "val_log": val_log,
-            },
-        )
-        export(ema, step, prog.elapsed() / 60, val_log, exported)
-
-    first_step = step
+    first_step = run.step
     while time.time() < t_end:
         # Warm up from this run's first step: a run from the shipped weights starts with fresh moments.
-        lr = args.lr * min(1.0, (step - first_step + 1) / 300)
+        lr = args.lr * min(1.0, (run.step - first_step + 1) / 300)
         if args.lr_end is not None:  # by the clock: steps per second vary with what else runs here
             done = 1.0 - max(0.0, t_end - time.time()) / (args.minutes * 60)
             lr = lr + (args.lr_end - lr) * done
-        for g in opt.param_groups:
+        for g in run.opt.param_groups:
             g["lr"] = lr
-        use_rollout = step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob
+        use_rollout = (
+            run.step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob
+        )
         batch = on(next(stream), dev)
-        loss = train_step(model, ema, opt, batch, mask, step, gen if use_rollout else None)
-        step += 1
+        loss = train_step(run.model, run.ema, run.opt, batch, mask, run.step, gen if use_rollout else None)
+        run.step += 1
         loss_acc, n_acc = loss_acc + loss, n_acc + 1
-        if step % 25 == 0:
+        if run.step % 25 == 0:
             metrics = {"loss": loss_acc.item() / n_acc, "lr": lr}
             loss_acc, n_acc = torch.zeros((), device=dev), 0
-            if step % 200 == 0:
-                with torch.no_grad():
-                    metrics["val_loss"] = float(
-                        np.mean([loss_on(ema, vb, val_mask).item() for vb in val_batches])
-                    )
-                val_log.append((round(prog.elapsed() / 60, 2), step, round(metrics["val_loss"], 5)))
-            prog.report(step, **metrics)
+            _report(run, prog, metrics, val_batches, val_mask)
         if time.time() - last_ck > args.ckpt_every_min * 60:
-            checkpoint()
+            _checkpoint(run, prog)
             last_ck = time.time()
-    checkpoint()
+    _checkpoint(run, prog)
+
+
+def _report(
+    run: _Training,
+    prog: Progress,
+    metrics: dict[str, float],
+    val_batches: list[dict[str, torch.Tensor]],
+    val_mask: torch.Tensor,
+) -> None:
+    """Log ``metrics``, every 200 steps with the EMA's validation loss (kept in the validation log too)."""
+    if run.step % 200 == 0:
+        with torch.no_grad():
+            metrics["val_loss"] = float(
+                np.mean([loss_on(run.ema, vb, val_mask).item() for vb in val_batches])
+            )
+        run.val_log.append((round(prog.elapsed() / 60, 2), run.step, round(metrics["val_loss"], 5)))
+    prog.report(run.step, **metrics)
+
+
+def _checkpoint(run: _Training, prog: Progress) -> None:
+    """Save the checkpoint and export the EMA weights."""
+    save_checkpoint(
+        run.ckpt_dir / "ckpt.pt",
+        {
+            "model": run.model.state_dict(),
+            "ema": run.ema.state_dict(),
+            "opt": run.opt.state_dict(),
+            "step": run.step,
+            "elapsed": prog.elapsed(),
+            "val_log": run.val_log,
+        },
+    )
+    export(run.ema, run.step, prog.elapsed() / 60, run.val_log, run.exported)
+
+
+def main() -> None:
+    """Train for --minutes (this run), checkpointing and exporting; resume if a checkpoint exists."""
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    run = _training(args, dev)
+    train_b, val_b = _batchers(args, run.model.cfg)
+    _train(run, args, train_b, val_b, dev)
 
 
 if __name__ == "__main__":
