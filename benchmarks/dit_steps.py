@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from streaming_model.dit import grown_for_scene
 from streaming_model.loading import load_dit
 from streaming_model.train.batch_stream import batch_stream
+from streaming_model.train.dit_batches import Batcher, Shards
 from streaming_model.train.dit_data import DATA_DIR, SCENE_DATA_DIR
-from streaming_model.train.dit_train import Batcher, Shards, on, train_step
+from streaming_model.train.dit_train import on, train_step
 
 BLOCK = 10
 

@@ -21,7 +21,7 @@ Batch = dict[str, torch.Tensor]
 
 
 class BatchSource(Protocol):
-    """What builds one batch from a generator (``dit_train.Batcher``)."""
+    """What builds one batch from a generator (``dit_batches.Batcher``)."""
 
     def batch(self, gen: torch.Generator, b: int) -> Batch: ...
 

@@ -11,7 +11,7 @@ import torch
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_dit
 from streaming_model.train.batch_stream import STRIDE, batch_stream, batches
-from streaming_model.train.dit_train import Batcher
+from streaming_model.train.dit_batches import Batcher
 from tests.support.shard_arrays import night_falls
 
 

@@ -9,7 +9,8 @@ import torch
 
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_dit
-from streaming_model.train.dit_train import Batcher, train_step
+from streaming_model.train.dit_batches import Batcher
+from streaming_model.train.dit_train import train_step
 from tests.support.shard_arrays import night_falls
 
 

@@ -12,8 +12,9 @@ from streaming_model.condition import SCENE_DIM
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE
+from streaming_model.train.dit_batches import ONSET_WEIGHT, SEQ, Batcher, Shards, sample_levels
 from streaming_model.train.dit_data import build_shard, face_mask, token_mask
-from streaming_model.train.dit_train import ONSET_WEIGHT, SEQ, Batcher, Shards, loss_on, sample_levels
+from streaming_model.train.dit_train import loss_on
 from streaming_model.world.episodes import Episode, reference_chunk
 from tests.support.shard_arrays import night_falls
 

@@ -8,7 +8,7 @@ import torch
 from streaming_model.dit import masked_attend
 from streaming_model.kv_cache import KVCache
 from streaming_model.runtime import Generator
-from streaming_model.train.dit_train import teacher_forcing_mask
+from streaming_model.train.dit_batches import teacher_forcing_mask
 
 SEQ = 6
 
