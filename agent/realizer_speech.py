@@ -66,17 +66,7 @@ class Speaker:
         voice.start = voice.cued = k
         entry.fixed[speech.id] = k
         self._timeline.retime(entry)
-        cue = SpeechCue(
-            speech_id=voice.speech_id,
-            block_id=entry.block.id,
-            source=entry.block.source,
-            text=speech.text,
-            emotion=speech.emotion,
-            estimate_s=estimate_speech_s(speech.text),
-            chunk=k,
-            cause=entry.block.cause,
-            open=voice.open,
-        )
+        cue = _speech_cue(entry, voice, speech, k)
         if self.mode == "estimate":
             self._announce(entry, voice)
         return cue
@@ -166,18 +156,7 @@ class Speaker:
             if isinstance(b, Speech)
         }
         if voice.cued is not None and not voice.finished:
-            extends.append(
-                SpeechCue(
-                    speech_id=voice.speech_id,
-                    block_id=entry.block.id,
-                    source=entry.block.source,
-                    text=new_speech.text,
-                    emotion=new_speech.emotion,
-                    estimate_s=estimate_speech_s(new_speech.text),
-                    chunk=voice.cued,
-                    cause=entry.block.cause,
-                )
-            )
+            extends.append(_speech_cue(entry, voice, new_speech, voice.cued))  # voice.open: now False
         self._timeline.retime(entry)
         self._owed_start(entry, voice)
 
@@ -268,3 +247,18 @@ class Speaker:
         if voice.owed_start:
             voice.owed_start = False
             self._reporter.speech(entry, voice, "started")
+
+
+def _speech_cue(entry: Entry, voice: Voice, speech: Speech, chunk: int) -> SpeechCue:
+    """The cue that has the server say ``speech`` (``voice`` of ``entry``) from the start of ``chunk``."""
+    return SpeechCue(
+        speech_id=voice.speech_id,
+        block_id=entry.block.id,
+        source=entry.block.source,
+        text=speech.text,
+        emotion=speech.emotion,
+        estimate_s=estimate_speech_s(speech.text),
+        chunk=chunk,
+        cause=entry.block.cause,
+        open=voice.open,
+    )
