@@ -126,9 +126,9 @@ class Conductor:
         self.media = MediaOut(session_id, self.schedule, player, size, bus.tracer, self._out)
         self.decider = Decider(minds, player, self.clock, lambda: self.media.last_frame)
         self.notices = Notices(bus, minds, self._out, self.metrics, self.config.metrics_every_s)
-        self.urgent = UrgentInputs(bus, player, self.schedule, lambda: self.media.last_frame)
+        self.urgent = UrgentInputs(bus, player, self.schedule, self._cut_voice)
         self.story: StoryPlayer | None = None
-        self.moves = StoryMoves(worker, player, lambda: self.story, lambda: self.media.last_frame, self._out)
+        self.moves = StoryMoves(worker, lambda: self.story, self._cut_voice, self._out)
         # What another front end taking the session over needs of its minds, kept with each chunk.
         self._handover = Handover(minds) if worker.hands_over else None
         self.maker = self._maker()
@@ -307,9 +307,14 @@ class Conductor:
         """The user stops what the character is doing now: its speech and its current behavior."""
         event = self.stamper(Interrupt, reason="user")
         self.minds.realizer.interrupt(cause=event.id)
-        self.player.interrupt(self.media.last_frame + 1)
+        self._cut_voice()
         await self.bus.publish(event)
         return event
+
+    def _cut_voice(self) -> None:
+        """Stop the character's speech after the last frame sent (the user interrupts or talks over it, or
+        a story rewind goes back)."""
+        self.player.interrupt(self.media.last_frame + 1)
 
     async def run_plan(self, plan: str | dict) -> str:
         """Run a scripted behavior plan (a name or its object); its id. ``Refused`` names what is wrong."""

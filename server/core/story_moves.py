@@ -12,27 +12,24 @@ from typing import Any
 from agent.story.player import StoryPlayer
 from agent.story.state import StoryView
 from server.core.outputs import Output, StoryMoved
-from server.speech import SpeechPlayer
 from streaming_model.runtime import SessionSnapshot
 from streaming_model.worker import GeneratorWorker
 
 
 class StoryMoves:
     """The moves of the story ``story`` gives (the session's, set after it is made), told through ``out``;
-    ``last_frame`` is the last frame sent (a rewind stops the character's speech after it)."""
+    ``cut_voice`` stops the character's speech after the last frame sent (a rewind goes back)."""
 
     def __init__(
         self,
         worker: GeneratorWorker,
-        player: SpeechPlayer,
         story: Callable[[], StoryPlayer | None],
-        last_frame: Callable[[], int],
+        cut_voice: Callable[[], None],
         out: Callable[[Output], Coroutine[Any, Any, None]],
     ) -> None:
         self.worker = worker
-        self.player = player
         self._story = story
-        self._last_frame = last_frame
+        self._cut_voice = cut_voice
         self._out = out
         self.exact_rewinds = worker.manifest.capabilities.snapshots == "exact"
         """Whether a story rewind continues the picture exactly (else the client is told it does not)."""
@@ -62,7 +59,7 @@ class StoryMoves:
         """Go back to ``checkpoint`` (a job for ``at_boundary``): the generator chunk to make next."""
         self.restoring = True
         try:
-            restored = await story.rewind(checkpoint, lambda: self.player.interrupt(self._last_frame() + 1))
+            restored = await story.rewind(checkpoint, self._cut_voice)
         finally:
             self.restoring = False
         if restored.generator is not None:

@@ -26,16 +26,16 @@ URGENT = (SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Gesture, Interru
 
 
 class UrgentInputs:
-    """The urgent events on ``bus`` from ``subscribe`` on, on ``schedule``'s clock; ``last_frame`` is the
-    last frame sent (the character's speech stops sounding after it when the user talks over it)."""
+    """The urgent events on ``bus`` from ``subscribe`` on, on ``schedule``'s clock; ``cut_voice`` stops the
+    character's speech (``player``'s) after the last frame sent, when the user talks over it."""
 
     def __init__(
-        self, bus: EventBus, player: SpeechPlayer, schedule: ChunkSchedule, last_frame: Callable[[], int]
+        self, bus: EventBus, player: SpeechPlayer, schedule: ChunkSchedule, cut_voice: Callable[[], None]
     ) -> None:
         self.bus = bus
         self.player = player
         self.schedule = schedule
-        self._last_frame = last_frame
+        self._cut_voice = cut_voice
         self._urgent: Subscription | None = None
 
     def subscribe(self) -> None:
@@ -70,7 +70,7 @@ class UrgentInputs:
     def take(self, event: Event) -> None:
         """What an urgent event does at once, whatever chunk comes to show it."""
         if isinstance(event, SpeechStarted) and self.player.speaking:
-            self.player.interrupt(self._last_frame() + 1)  # the user talks over the character
+            self._cut_voice()  # the user talks over the character
 
     def drain(self) -> None:
         """Take every urgent event queued (the next decision sees them all)."""
