@@ -284,6 +284,7 @@ class LaneWorker:
         before, and the lane no longer counts it."""
         self._closed = True
         self.lane.workers.discard(self)
+        self.lane.meter.restart()
         return self.call(self._close)
 
     async def _call(self, fn: Callable[[], T]) -> T:
@@ -342,6 +343,7 @@ class Lanes:
         self.lanes = [Lane(backend, name=str(i), threads=threads, max_batch=max_batch) for i in range(lanes)]
         self.batching = self.lanes[0].max_batch > 1
         """Whether the lanes batch (the backend batches, and ``max_batch`` allows it)."""
+        self._ratio = 1.0  # how much more than the costs a lane last measured (``load_of``)
 
     @property
     def manifest(self) -> BackendManifest:
@@ -361,6 +363,7 @@ class Lanes:
         except BaseException:
             await worker.close()
             raise
+        worker.lane.meter.restart()  # its chunks begin: the lane's load measured afresh
         return worker
 
     async def claim(self, name: str, resume_token: str) -> Claimed | None:
@@ -379,7 +382,9 @@ class Lanes:
             )
             for lane in self.lanes
         ]
-        return load_of(self.manifest, threads, joining)
+        load = load_of(self.manifest, threads, joining, self._ratio)
+        self._ratio = load.ratio
+        return load
 
     async def close(self) -> None:
         """End the lanes' threads (their sessions are closed by their owners first)."""

@@ -117,12 +117,15 @@ class ThreadLoad(msgspec.Struct, frozen=True, kw_only=True):
 class GeneratorLoad(msgspec.Struct, frozen=True, kw_only=True):
     """How busy a pool's generator threads are and what more sessions would do to them.
 
-    busy: the share of the threads' time spent on chunks over the last ``window_s``, measured (the mean
-    over threads). predicted: the share the backend's warm-up costs give for these sessions (their chunks
-    in batches as large as the threads make, and the finishing of each). after: the busiest thread's
-    share once ``joining`` more sessions joined the emptiest threads: what each thread measures now (or
-    its prediction, if higher: sessions that just started have not shown their load yet) plus what the
-    costs say the newcomers add.
+    busy: the share of the threads' time spent on chunks over the last ``window_s`` (or since their
+    sessions last changed), measured (the mean over threads). predicted: the share the backend's warm-up
+    costs give for these sessions (their chunks in batches as large as the threads make, and the
+    finishing of each). after: the busiest thread's share once ``joining`` more sessions joined the
+    emptiest threads: what each thread measures now (or its prediction, if higher: sessions that just
+    started have not shown their load yet) plus what the newcomers add: what the costs say, times how
+    much more than the costs the thread measures. added: what the newcomers add over all threads, in
+    cores. ratio: the most that a thread measured over what the costs say for its sessions (1.0: no more,
+    or not measured).
     """
 
     sessions: int
@@ -132,6 +135,8 @@ class GeneratorLoad(msgspec.Struct, frozen=True, kw_only=True):
     predicted: float
     joining: int
     after: float
+    added: float
+    ratio: float
 
 
 @runtime_checkable
@@ -143,9 +148,13 @@ class MeasuredPool(WorkerPool, Protocol):
         ...
 
 
-def load_of(manifest: BackendManifest, threads: list[ThreadLoad], joining: int) -> GeneratorLoad:
-    """A pool's ``GeneratorLoad`` from its threads' measurements and the backend's warm-up costs; the
-    newcomers join, one by one, the thread with the fewest sessions (the least busy of those)."""
+def load_of(
+    manifest: BackendManifest, threads: list[ThreadLoad], joining: int, ratio: float = 1.0
+) -> GeneratorLoad:
+    """A pool's ``GeneratorLoad`` from its threads' measurements and the backend's warm-up costs, scaled
+    by how much more the threads measure than the costs say (``ratio``: what they last measured, for
+    when none measures now); the newcomers join, one by one, the thread with the fewest sessions (the
+    least busy of those)."""
     costs, chunk_s = manifest.costs, manifest.vocabulary.chunk_s
 
     def demand(thread: ThreadLoad, sessions: int) -> float:
@@ -153,13 +162,25 @@ def load_of(manifest: BackendManifest, threads: list[ThreadLoad], joining: int) 
         ms = full * costs.batch_ms(thread.batch) + costs.batch_ms(rest)
         return (ms / 1000.0 + sessions * thread.finish_s) / chunk_s
 
+    # Live chunks cost more than the warm-up's (their threads wait for cores and for each other): a
+    # thread's sessions and its newcomers cost what the costs say, times what the thread measures over
+    # what they say for its sessions, or where it measures nothing yet (its sessions just changed), the
+    # largest such ratio of the others (or the last measured). Never less than the costs.
+    measured = [t.busy / demand(t, t.sessions) if t.sessions and t.busy else None for t in threads]
+    ratio = max((r for r in measured if r is not None), default=ratio)
+    scale = [max(1.0, ratio if r is None else r) for r in measured]
     # A thread with no sessions left has nothing to run: what it measured was theirs, not a newcomer's.
-    now = [max(t.busy if t.sessions else 0.0, demand(t, t.sessions)) for t in threads]
+    now = [
+        max(t.busy, demand(t, t.sessions) * scale[i]) if t.sessions else 0.0 for i, t in enumerate(threads)
+    ]
     added = [0] * len(threads)
     for _ in range(joining):
         j = min(range(len(threads)), key=lambda i: (threads[i].sessions + added[i], now[i]))
         added[j] += 1
-    after = [now[i] + demand(t, t.sessions + added[i]) - demand(t, t.sessions) for i, t in enumerate(threads)]
+    after = [
+        now[i] + (demand(t, t.sessions + added[i]) - demand(t, t.sessions)) * scale[i]
+        for i, t in enumerate(threads)
+    ]
     return GeneratorLoad(
         sessions=sum(t.sessions for t in threads),
         threads=len(threads),
@@ -168,6 +189,8 @@ def load_of(manifest: BackendManifest, threads: list[ThreadLoad], joining: int) 
         predicted=sum(demand(t, t.sessions) for t in threads) / len(threads),
         joining=joining,
         after=max(after),
+        added=sum(after) - sum(now),
+        ratio=ratio,
     )
 
 

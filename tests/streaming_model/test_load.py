@@ -79,8 +79,48 @@ def test_a_pool_predicts_from_costs_and_measures_and_adds_newcomers_to_the_empti
     assert load.busy == pytest.approx(0.2) and load.predicted == pytest.approx(0.040 / CHUNK_S)
     step = 0.020 / CHUNK_S  # the second session of a batch
     assert load.after == pytest.approx(0.040 / CHUNK_S + step)  # the idler thread, its costs above 0.1
-    assert load_of(MANIFEST, busy, joining=2).after == pytest.approx(0.3 + step)
+    # on the busier thread a newcomer costs what the costs say, times what it measures over them
+    assert load_of(MANIFEST, busy, joining=2).after == pytest.approx(0.3 + step * 0.3 / (0.040 / CHUNK_S))
     assert load_of(MANIFEST, busy, joining=0).after == pytest.approx(0.3)
+
+
+def test_a_newcomer_costs_as_much_more_than_the_costs_say_as_the_threads_measure() -> None:
+    alone = 0.040 / CHUNK_S  # one session's chunks by the costs
+    threads = [
+        ThreadLoad(sessions=1, busy=1.5 * alone, batch=3, finish_s=0.0),
+        ThreadLoad(sessions=0, busy=0.0, batch=3, finish_s=0.0),
+    ]
+    load = load_of(MANIFEST, threads, joining=1)  # to the thread without sessions, at the other's ratio
+    assert load.after == pytest.approx(1.5 * alone) and load.added == pytest.approx(1.5 * alone)
+    both = load_of(MANIFEST, threads, joining=2)  # and the next to the measured one, at its own
+    assert both.added == pytest.approx(1.5 * alone + 1.5 * 0.020 / CHUNK_S)
+    assert load.ratio == pytest.approx(1.5)
+    # Where no thread measures (their sessions just changed), the ratio they last measured holds, for
+    # the sessions there and the newcomers alike.
+    unmeasured = [msgspec.structs.replace(threads[0], busy=0.0), threads[1]]
+    assert load_of(MANIFEST, unmeasured, joining=0, ratio=1.5).after == pytest.approx(1.5 * alone)
+    two = load_of(MANIFEST, unmeasured, joining=2, ratio=1.5)  # both to the idle thread, batched
+    assert two.after == pytest.approx(1.5 * 0.060 / CHUNK_S)
+    assert load_of(MANIFEST, unmeasured, joining=0).after == pytest.approx(alone)  # none known: the costs
+    # a thread measuring less than its costs does not make newcomers cheaper than the costs
+    quiet = [msgspec.structs.replace(t, busy=0.5 * alone if t.sessions else 0.0) for t in threads]
+    assert load_of(MANIFEST, quiet, joining=1).added == pytest.approx(alone)
+
+
+def test_after_a_restart_the_meter_measures_from_it_and_reads_nothing_until_a_second_has_passed() -> None:
+    clock = Clock()
+    meter = BusyMeter(window_s=5.0, clock=clock)
+    with meter.busy():  # an old load: busy throughout
+        clock.t += 4.0
+    meter.restart()  # a session left
+    assert meter.share() == 0.0  # not known yet
+    clock.t += 0.5
+    assert meter.share() == 0.0
+    with meter.busy():
+        clock.t += 0.25
+    clock.t += 0.75  # 1.5 s since the restart, 0.25 s of it busy
+    assert meter.share() == pytest.approx(0.25 / 1.5)
+    assert meter.busy_s() == pytest.approx(3.5 + 0.25)  # busy seconds over the whole window, as before
 
 
 def test_a_thread_whose_sessions_all_left_counts_as_idle_though_its_window_still_shows_their_work() -> None:
