@@ -3,6 +3,7 @@ N = 1, 2, ... until one of them falls below real time.
 
     .venv/bin/python benchmarks/capacity.py --mix gestures                   # N = 1, 2, ... to the first failure
     .venv/bin/python benchmarks/capacity.py --mix talking --sizes 4 5 6      # these N only, each of them
+    .venv/bin/python benchmarks/capacity.py --admission served --sizes 1 2 3 4   # where admission stops
     .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'batching = "off"' \
         --candidate-server-toml '' --candidate-server-toml 'backend_options = {steps = "1"}'
 
@@ -26,8 +27,11 @@ frames at the client (23.5 at 24 fps), and reaction (input sent, or speech start
 reflecting it) p50 / p99. A session is real-time with >= 99.9 % on time and >= 99.5 % of windows full.
 Also, from ``/metrics`` at the end of each window: how busy the server measures its generator threads,
 and the share one more session would take the busiest to (what admission compares with
-``generator_busy_max``; admission is lifted as far as it goes here, ``generator_busy_max = 1.0``, so that
-nearly every N is tried: an N of which admission refused a session is shown as refused).
+``generator_busy_max``), and the same of the machine's cores (what it compares with ``machine_busy_max``).
+By default admission is lifted (``admission = "ceiling"``: up to ``max_sessions`` whatever the figures),
+so that every N is tried; ``--admission served`` keeps the served defaults, to see where
+admission stops (the rounds then wait out its measuring window between them, so that a round's sessions
+are not judged by the last round's work). An N of which admission refused a session is shown as refused.
 The clients run in this process on the same two cores: their work counts against the server's.
 """
 
@@ -56,9 +60,12 @@ from voice_to_voice import QUESTIONS, Microphone, answer
 
 from server.client import SessionClient
 from server.demo_audio import speech
+from streaming_model.busy import WINDOW_S
 from tests.support.llm_server import LLMServer
 
 GESTURES = ("wave", "thumbs_up", "point", "raise_hand", "nod")
+LIFTED = 'admission = "ceiling"'
+"""Admission lifted: the figures still measured, nothing refused by them."""
 ON_TIME, WINDOWS = 0.999, 0.995
 """A session is real-time with at least this share of chunks on time and of full 1 s windows."""
 
@@ -163,6 +170,8 @@ class Round:
     windows: list[float]
     busy: float
     busy_next: float
+    machine: float
+    machine_next: float
     refused: str = ""
     """Admission's refusal of one of the N (then nothing was measured)."""
 
@@ -192,10 +201,9 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
                 stop.set()
                 await asyncio.gather(*drivers, return_exceptions=True)
                 await stack.aclose()
-                await until_gone(base)
-                return Round(
-                    n, sessions, [], float("nan"), float("nan"), refused=f"session {i + 1}: {refused}"
-                )
+                await until_gone(base, args)
+                nan = float("nan")
+                return Round(n, sessions, [], nan, nan, nan, nan, refused=f"session {i + 1}: {refused}")
             sessions.append(s)
             driver = talking(s, rng, stop, questions) if args.mix == "talking" else gestures(s, rng, stop)
             drivers.append(asyncio.create_task(driver))
@@ -217,21 +225,30 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
         times = np.array([f.t for f in s.client.received.video[seen:] if t0 <= f.t <= t1])
         counts = window_counts(times, args.fps) if times.size > 1 else np.zeros(1)
         windows.append(float(np.mean(counts >= args.fps - 0.5)) if counts.size else 0.0)
-    await until_gone(base)
+    await until_gone(base, args)
+
+    def gauge(name: str) -> float:
+        return after.get(f"onstage_{name}", {}).get("", float("nan"))
+
     return Round(
         n,
         sessions,
         windows,
-        after.get("onstage_generator_busy", {}).get("", float("nan")),
-        after.get("onstage_generator_busy_next", {}).get("", float("nan")),
+        gauge("generator_busy"),
+        gauge("generator_busy_next"),
+        gauge("machine_busy"),
+        gauge("machine_busy_next"),
     )
 
 
-async def until_gone(base: str, timeout: float = 30.0) -> None:
-    """Wait until the server holds no session (the last round's are past their resume grace)."""
+async def until_gone(base: str, args: argparse.Namespace, timeout: float = 30.0) -> None:
+    """Wait until the server holds no session (the last round's are past their resume grace), and with
+    admission as served, until their work is out of its measuring window."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if not (await asyncio.to_thread(scrape, base))["onstage_sessions"].get("", 0.0):
+            if args.admission == "served":
+                await asyncio.sleep(WINDOW_S + 1.0)
             return
         await asyncio.sleep(0.2)
     raise RuntimeError("the last round's sessions did not end")
@@ -243,7 +260,7 @@ def ms(values: list[float], q: float) -> str:
 
 def row(r: Round) -> str:
     if r.refused:
-        return f"| {r.n} | refused | | | | | | | |"
+        return f"| {r.n} | refused | | | | | | | | | |"
     ok = r.real_time()
     on_time = [s.on_time() for s in r.sessions]
     reactions = [x for s in r.sessions for x in s.reactions]
@@ -253,7 +270,8 @@ def row(r: Round) -> str:
     return (
         f"| {r.n} | {sum(ok)}/{r.n} | {100 * min(on_time):.2f} % | {100 * min(r.windows):.1f} % "
         f"| {ms(reactions, 50)} / {ms(reactions, 99)} | {1000 * worst_p99:.0f} | {len(reactions)}{answered} / {inputs} "
-        f"| {100 * r.busy:.0f} % | {100 * r.busy_next:.0f} % |"
+        f"| {100 * r.busy:.0f} % | {100 * r.busy_next:.0f} % | {100 * r.machine:.0f} % "
+        f"| {100 * r.machine_next:.0f} % |"
     )
 
 
@@ -270,8 +288,9 @@ def details(r: Round) -> str:
 
 HEADER = (
     "| N | real-time | on time (worst) | 1 s windows >= 23.5 fps (worst) | reaction p50 / p99 ms "
-    "| worst session's p99 ms | reactions / inputs | generator busy | the busiest with one more |\n"
-    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| worst session's p99 ms | reactions / inputs | generator busy | the busiest with one more "
+    "| machine busy | the machine with one more |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -292,7 +311,7 @@ async def main(args: argparse.Namespace) -> None:
 
 [server.limits]
 max_sessions = 64
-generator_busy_max = 1.0
+{LIFTED if args.admission == "lifted" else ""}
 resume_grace_s = 0.2
 
 [director]
@@ -338,6 +357,12 @@ if __name__ == "__main__":
         action="append",
         default=[],
         help="another server's [server] lines (repeatable): every N runs on each server in turn",
+    )
+    parser.add_argument(
+        "--admission",
+        choices=("lifted", "served"),
+        default="lifted",
+        help="lift admission as far as it goes (default), or keep the served defaults",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fps", type=float, default=24.0)

@@ -79,7 +79,7 @@ REAL_TIME = (0.999, 0.99)
 def capacity_config(most: int) -> str:
     """A front end with ``most`` slots on a Ray of its own (one node) and room for as many sessions."""
     return (
-        f"[server.limits]\nmax_sessions = {most}\nresume_grace_s = 0.2\n"
+        f'[server.limits]\nadmission = "ceiling"\nmax_sessions = {most}\nresume_grace_s = 0.2\n'
         f'[server.ray]\naddress = "local"\nlocal_slots = {most}\n'
     )
 

@@ -41,6 +41,7 @@ STORM = 8
 
 SERVER_CONFIG = f"""
 [server.limits]
+admission = "ceiling"  # admission is not what is measured here
 max_sessions = {CAPACITY}
 max_waiting_sessions = 4
 resume_grace_s = 2.0

@@ -28,6 +28,7 @@ from server.client import SessionClient
 
 SERVER_CONFIG = """
 [server.limits]
+admission = "ceiling"  # admission is not what is measured here
 max_sessions = {per_round}
 resume_grace_s = 0.3
 """

@@ -52,7 +52,7 @@ async def main() -> None:
     args = parser.parse_args()
     quiet: list[float] = []
     busy: list[float] = []
-    async with served("[server.limits]\nresume_grace_s = 0.5\n") as base:
+    async with served('[server.limits]\nadmission = "ceiling"\nresume_grace_s = 0.5\n') as base:
         url = session_url(base)
         async with SessionClient(url) as a:
             started = await a.start(seed=1)

@@ -185,6 +185,9 @@ base_url = "{base_url}"
 api_key = "soak"
 model = "soak"
 debounce_s = 0.05
+
+[server.limits]
+admission = "ceiling"  # admission is not what is measured here
 """
 
 

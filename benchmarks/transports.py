@@ -47,6 +47,7 @@ from server.webrtc.ice import offer_only
 
 SERVER_CONFIG = """
 [server.limits]
+admission = "ceiling"  # admission is not what is measured here
 max_sessions = 2
 resume_grace_s = 0.2
 

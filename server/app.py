@@ -112,8 +112,6 @@ class OnstageServer:
         """``telemetry`` makes OpenTelemetry spans of the sessions' turns (``server.otel``); None: none."""
         self.factory = factory
         self.limits = limits or Limits()
-        self.admission = Admission(self.limits, factory.workers)
-        """Who gets a live slot: the limits and what the generators measurably keep real-time."""
         self.token_secret = token_secret
         self.access = access or Access()
         self.sessions: dict[str, LiveSession] = {}
@@ -121,7 +119,10 @@ class OnstageServer:
         self.metrics = ServerMetrics(self)
         self._loop_lag = LoopLag(self.metrics.loop_lag)
         self.cpu = CpuWatch()
-        """Where the CPU went lately: late chunks' warnings say it."""
+        """Where the CPU went lately: late chunks' warnings say it, admission weighs the machine's."""
+        self.admission = Admission(self.limits, factory.workers, self.cpu)
+        """Who gets a live slot: the limits and what the generators and the machine measurably keep
+        real-time."""
         self.telemetry = telemetry
         self._server: Server | None = None
         self._gate: HostGate | None = None

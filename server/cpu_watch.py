@@ -9,6 +9,7 @@ says it. Linux only (``/proc``); elsewhere the note is empty.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 import msgspec
 
 from server.loop_watch import OnLoop
+from streaming_model.busy import WINDOW_S
 
 EVERY_S = 0.5
 """How often a reading is kept: a note covers the time since the older of the last two (0.5-1 s)."""
@@ -158,17 +160,30 @@ def _plus(total: tuple[float, float] | None, run: float, wait: float) -> tuple[f
     return (run, wait) if total is None else (total[0] + run, total[1] + wait)
 
 
+class MachineLoad(msgspec.Struct, frozen=True, kw_only=True):
+    """The machine's cores, and how many of them were busy on average over the last ``window_s``: all
+    processes (``busy``) and this one (``process``)."""
+
+    cores: float
+    window_s: float
+    busy: float
+    process: float
+
+
 class CpuWatch(OnLoop):
     """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads) from ``start`` until
-    ``stop``, their totals by kind of thread, and a note, on demand, of where the CPU went since the older
-    of the last two."""
+    ``stop``, their totals by kind of thread, a note, on demand, of where the CPU went since the older of
+    the last two, and the machine's load over the last ``window_s`` (admission reads it)."""
 
     task_name = "cpu-watch"
 
-    def __init__(self, every_s: float = EVERY_S) -> None:
+    def __init__(self, every_s: float = EVERY_S, window_s: float = WINDOW_S) -> None:
         self.every_s = every_s
+        self.window_s = window_s
         self.totals = ThreadTotals()
         self._readings: list[Reading] = []
+        # (at, machine busy seconds, process seconds) of the readings in the window, and one older
+        self._times: collections.deque[tuple[float, float, float]] = collections.deque()
 
     def by_kind(self) -> dict[str, tuple[float, float]]:
         """``ThreadTotals.by_kind`` as of now: a reading is taken for it (on the loop's thread, as the
@@ -181,7 +196,25 @@ class CpuWatch(OnLoop):
         while (reading := read()) is not None:
             self._readings = [*self._readings[-1:], reading]
             self.totals.take(reading, python_threads())
+            self._times.append((reading.at, reading.busy_s, reading.process_s))
+            while len(self._times) > 1 and self._times[1][0] <= reading.at - self.window_s:
+                self._times.popleft()
             await asyncio.sleep(self.every_s)
+
+    def machine(self) -> MachineLoad | None:
+        """Cores busy from the last reading at least ``window_s`` old (or the oldest) until now; None
+        before the watch has run a tenth of a second, or without /proc."""
+        now = read()
+        if now is None or not self._times or now.at - self._times[0][0] < 0.1:
+            return None
+        at, busy_s, process_s = self._times[0]
+        span = now.at - at
+        return MachineLoad(
+            cores=float(os.cpu_count() or 1),
+            window_s=span,
+            busy=(now.busy_s - busy_s) / span,
+            process=(now.process_s - process_s) / span,
+        )
 
     def note(self) -> str:
         """Cores used since the older kept reading, busiest thread kinds first (with the cores' worth they

@@ -4,6 +4,7 @@ how far behind a slow client may fall; their configuration."""
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 import msgspec
 
@@ -18,11 +19,23 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     audio_burst_s: float = 3.0
     max_sessions: int = 64
     """Sessions with a client connected, at most: a ceiling. Below it the server admits what its
-    generators measurably keep real-time (``generator_busy_max``, ``server.admission``)."""
-    generator_busy_max: float = 0.85
+    generators and the machine measurably keep real-time (``generator_busy_max``, ``machine_busy_max``,
+    ``server.admission``)."""
+    admission: Literal["measured", "generators", "ceiling"] = "measured"
+    """How sessions are admitted below ``max_sessions`` (``server.admission``): ``measured``, while the
+    generator thread a new one joins and the whole machine measurably keep real-time with it;
+    ``generators``, by the generator threads alone (where the machine's other work is not the server's to
+    weigh); ``ceiling``, up to ``max_sessions`` whatever the figures (where the machine was sized by hand,
+    and in the test suite, which runs its clients beside its servers)."""
+    generator_busy_max: float = 0.6
     """A new session is admitted only while the generator thread it joins stays at most this busy with
     it (share of the last seconds spent on chunks, measured, plus what the model's warm-up costs say the
-    session adds)."""
+    session adds). Busier than this, chunks ran late on both machines measured (BENCHMARKS.md, "Sessions
+    at once on this machine"): a thread's wall time counts its waits for a core, not their bursts."""
+    machine_busy_max: float = 0.9
+    """With ``admission = "measured"``, a new session is admitted only while the machine's cores stay at
+    most this busy with it (every process over the last seconds, measured, plus what one of this server's
+    sessions measurably costs)."""
     max_waiting_sessions: int = 4
     """Sessions whose client went away, paused in their resume grace; beyond this many, the one that
     left first is ended. They do not count against ``max_sessions``."""

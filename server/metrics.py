@@ -125,7 +125,7 @@ class _ServerCollector(Collector):
         yield _gauge("onstage_sessions_live", "Sessions with a client connected.", server.live_count())
         yield _gauge(
             "onstage_capacity_sessions",
-            "Live sessions this server would hold now: what its generators measurably keep real-time.",
+            "Live sessions this server would hold now: what its generators and machine measurably keep real-time.",
             server.admission.capacity(),
         )
         if (load := server.admission.load(1)) is not None:
@@ -138,6 +138,17 @@ class _ServerCollector(Collector):
                 "onstage_generator_busy_next",
                 "The busiest generator thread's share with one more session (admission's figure).",
                 load.after,
+            )
+        if (machine := server.admission.machine(server.live_count())) is not None:
+            yield _gauge(
+                "onstage_machine_busy",
+                "Share of the machine's cores busy over the last seconds, every process counted.",
+                machine.load.busy / machine.load.cores,
+            )
+            yield _gauge(
+                "onstage_machine_busy_next",
+                "The machine's share with one more session (admission's figure, when it is measured).",
+                machine.after,
             )
         yield _counter(
             "onstage_sessions_evicted", "Waiting sessions ended to make room.", stats.evicted_total

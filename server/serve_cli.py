@@ -134,8 +134,9 @@ def serve_config(args: argparse.Namespace) -> ServerConfig:
             raise ValueError(f"ICE address {address!r} is not an IP address") from None
     if config.lanes < 0 or config.max_batch < 1:
         raise ValueError(f"lanes must be >= 0 and max_batch >= 1, got {config.lanes} and {config.max_batch}")
-    if not 0.0 < config.limits.generator_busy_max <= 1.0:
-        raise ValueError(f"generator_busy_max must be in (0, 1], got {config.limits.generator_busy_max}")
+    for name in ("generator_busy_max", "machine_busy_max"):
+        if not 0.0 < (share := getattr(config.limits, name)) <= 1.0:
+            raise ValueError(f"{name} must be in (0, 1], got {share}")
     if config.backend not in BACKENDS:
         raise ValueError(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
     config.ray.check()

@@ -37,7 +37,7 @@ async def endpoint():
 async def url(endpoint: tuple[LLMServer, FaultyEndpoint], factory: SessionFactory):
     llm, _ = endpoint
     factory = directed(factory, llm, timeout_s=HANG_S, retries=0)
-    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"
     await srv.close()

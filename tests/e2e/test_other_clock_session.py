@@ -58,7 +58,7 @@ async def server(factory: SessionFactory, llm: LLMServer) -> AsyncIterator[Onsta
     backend = await asyncio.to_thread(open_backend, "world", parse_options(OPTIONS))
     director = DirectorConfig(base_url=llm.base_url, api_key="test", model="test-model", debounce_s=0.05)
     sessions = SessionFactory(backend, factory.voice, factory.hearing, director=director)
-    srv = OnstageServer(sessions, Limits(max_sessions=3, resume_grace_s=0.2))
+    srv = OnstageServer(sessions, Limits(admission="ceiling", max_sessions=3, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield srv
     # Bounded: a session whose tasks swallow their cancellation would otherwise hang the whole run.

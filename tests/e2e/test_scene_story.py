@@ -36,7 +36,7 @@ async def llm():
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def url(llm: LLMServer):
     factory = directed(SessionFactory(WorldBackend(warmup_chunks=1)), llm)
-    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"
     await srv.close()

@@ -13,7 +13,7 @@ from server.sessions import SessionFactory
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def server(factory: SessionFactory):
     # Room for the sessions of earlier tests that still wait out their resume grace.
-    srv = OnstageServer(factory, Limits(max_sessions=6, resume_grace_s=0.5))
+    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=6, resume_grace_s=0.5))
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()

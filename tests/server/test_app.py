@@ -265,7 +265,7 @@ async def test_the_server_refuses_a_session_beyond_its_capacity(factory) -> None
 
 
 async def test_with_a_token_secret_a_client_needs_a_valid_token(factory) -> None:
-    srv = OnstageServer(factory, Limits(max_sessions=2), token_secret="s3cret")
+    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=2), token_secret="s3cret")
     await srv.start("127.0.0.1", 0)
     try:
         url = f"ws://127.0.0.1:{srv.port}/v1/session"

@@ -25,7 +25,10 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 @contextlib.asynccontextmanager
 async def serving(backend: Backend, factory: SessionFactory) -> AsyncIterator[tuple[OnstageServer, str]]:
     """A server on loopback whose sessions run on ``backend`` (the shared voice and hearing)."""
-    srv = OnstageServer(SessionFactory(backend, factory.voice, factory.hearing), Limits(resume_grace_s=0.2))
+    srv = OnstageServer(
+        SessionFactory(backend, factory.voice, factory.hearing),
+        Limits(admission="ceiling", resume_grace_s=0.2),
+    )
     await srv.start("127.0.0.1", 0)
     try:
         yield srv, f"ws://127.0.0.1:{srv.port}/v1/session"

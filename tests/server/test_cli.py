@@ -144,13 +144,20 @@ def test_serve_takes_how_sessions_share_the_generator_and_names_a_bad_setting(tm
     default = serve_config(build_parser().parse_args(["serve"]))
     assert (default.batching, default.lanes, default.max_batch) == ("exact", 0, 8)
     toml = tmp_path / "onstage.toml"
-    toml.write_text('[server]\nbatching = "off"\nlanes = 3\n[server.limits]\ngenerator_busy_max = 0.7\n')
+    # admission weighs the generators and the machine by default
+    assert (default.limits.admission, default.limits.machine_busy_max) == ("measured", 0.9)
+    toml.write_text(
+        '[server]\nbatching = "off"\nlanes = 3\n[server.limits]\ngenerator_busy_max = 0.7\nadmission = "ceiling"\n'
+    )
     config = serve_config(build_parser().parse_args(["serve", "--config", str(toml)]))
     assert (config.batching, config.lanes, config.limits.generator_busy_max) == ("off", 3, 0.7)
+    assert config.limits.admission == "ceiling"
     for bad, says in (
         ('[server]\nbatching = "sometimes"\n', "batching"),
         ("[server]\nmax_batch = 0\n", "lanes must be >= 0 and max_batch >= 1, got 0 and 0"),
         ("[server.limits]\ngenerator_busy_max = 1.5\n", "generator_busy_max must be in (0, 1], got 1.5"),
+        ("[server.limits]\nmachine_busy_max = 0.0\n", "machine_busy_max must be in (0, 1], got 0.0"),
+        ('[server.limits]\nadmission = "never"\n', "admission"),
     ):
         toml.write_text(bad)
         assert main(["serve", "--config", str(toml)]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import resource
 import sys
 import threading
 import time
@@ -97,6 +98,39 @@ async def test_a_busy_thread_shows_under_its_kind_and_a_niced_one_with_its_nice_
 
 async def test_the_note_is_empty_before_the_first_reading() -> None:
     assert CpuWatch().note() == ""
+
+
+BURN = "import time\nwhile time.process_time() < 0.4:\n    pass\n"
+"""A process that runs until it has had 0.4 s of CPU."""
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's children that ended, so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+async def test_the_machines_load_counts_another_process_and_this_ones_share_apart() -> None:
+    # One reading at the start and a window longer than the test: the load covers all that follows.
+    watch = CpuWatch(every_s=600, window_s=600)
+    assert watch.machine() is None  # no reading yet
+    watch.start()
+    while watch.machine() is None:  # noqa: ASYNC110 (the watch takes its first reading in its own task)
+        await asyncio.sleep(0.05)
+    try:
+        before = children_cpu_s()
+        burner = await asyncio.create_subprocess_exec(sys.executable, "-c", BURN)
+        await burner.wait()
+        load = watch.machine()
+    finally:
+        await watch.stop()
+    assert load is not None
+    burned = children_cpu_s() - before
+    # every process's CPU counted: the other process's at least (ticks of 10 ms)
+    assert load.busy * load.window_s >= burned - 0.05 and burned >= 0.4
+    # this process's share apart, and not the other process's
+    assert 0.0 <= load.process * load.window_s < load.busy * load.window_s - 0.3
+    assert load.cores >= 1
 
 
 def reading(at: float, threads: dict[int, tuple[float, float, int]]) -> Reading:

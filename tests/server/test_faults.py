@@ -34,7 +34,7 @@ def abort(client: SessionClient) -> None:
 
 
 async def test_clients_vanishing_mid_handshake_or_right_after_starting_free_their_slot(factory) -> None:
-    async with serving(factory, Limits(max_sessions=2, resume_grace_s=60)) as (srv, url):
+    async with serving(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=60)) as (srv, url):
         async with SessionClient(url) as bystander:
             await bystander.start(seed=1)
             host, port = "127.0.0.1", srv.port
@@ -58,7 +58,7 @@ async def test_clients_vanishing_mid_handshake_or_right_after_starting_free_thei
 
 
 async def test_a_client_vanishing_while_sending_audio_leaves_a_session_that_resumes(factory) -> None:
-    async with serving(factory, Limits(max_sessions=2, resume_grace_s=60)) as (srv, url):
+    async with serving(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=60)) as (srv, url):
         async with SessionClient(url) as bystander:
             await bystander.start(seed=1)
             talker = SessionClient(url)
@@ -80,7 +80,7 @@ async def test_a_client_vanishing_while_sending_audio_leaves_a_session_that_resu
 
 
 async def test_a_connection_that_stops_reading_holds_bounded_memory_and_leaves_others_alone(factory) -> None:
-    async with serving(factory, Limits(max_sessions=2)) as (srv, url):
+    async with serving(factory, Limits(admission="ceiling", max_sessions=2)) as (srv, url):
         async with SessionClient(url) as bystander, SlowClient(url, rate=1) as stalled:
             await bystander.start(seed=1)
             await stalled.send({"type": "session.start", "seed": 5})

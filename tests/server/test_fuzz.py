@@ -49,7 +49,9 @@ LIVE_INPUTS = 1200
 async def server(factory: SessionFactory):
     """The shared test server (tests/server/conftest.py), with a message rate that lets a fuzzer send
     thousands of inputs and their probes in seconds; everything else as there."""
-    limits = Limits(max_sessions=6, resume_grace_s=0.5, messages_per_s=2000.0, message_burst=2000.0)
+    limits = Limits(
+        admission="ceiling", max_sessions=6, resume_grace_s=0.5, messages_per_s=2000.0, message_burst=2000.0
+    )
     srv = OnstageServer(factory, limits)
     await srv.start("127.0.0.1", 0)
     yield srv

@@ -77,7 +77,9 @@ async def answer_to(client: SessionClient, ref: str) -> dict[str, Any]:
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def served_base() -> AsyncIterator[str]:
     # Sessions of earlier tests must not wait out the default 30 s grace and fill the server.
-    async with served("[server.limits]\nresume_grace_s = 0.5\nmax_sessions = 8\n") as base:
+    async with served(
+        '[server.limits]\nresume_grace_s = 0.5\nmax_sessions = 8\nadmission = "ceiling"\n'
+    ) as base:
         yield base
 
 

@@ -42,7 +42,9 @@ SECRET = "s3cret"
 async def guarded(factory: SessionFactory) -> AsyncIterator[OnstageServer]:
     """A server with a token secret, an extra allowed host and origin, and one session per token."""
     access = Access(allowed_hosts=("stage.example",), allowed_origins=("https://app.example",))
-    srv = OnstageServer(factory, Limits(max_sessions=6, resume_grace_s=0.5), SECRET, access)
+    srv = OnstageServer(
+        factory, Limits(admission="ceiling", max_sessions=6, resume_grace_s=0.5), SECRET, access
+    )
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()
@@ -255,7 +257,9 @@ async def test_one_token_holds_one_live_session_and_its_resume_still_works(guard
 
 @on_module_loop
 async def test_sessions_per_token_holds_when_sessions_start_at_once(factory: SessionFactory) -> None:
-    srv = OnstageServer(factory, Limits(max_sessions=6), SECRET, Access(sessions_per_token=2))
+    srv = OnstageServer(
+        factory, Limits(admission="ceiling", max_sessions=6), SECRET, Access(sessions_per_token=2)
+    )
     await srv.start("127.0.0.1", 0)
     url, token = f"ws://127.0.0.1:{srv.port}/v1/session", make_token(SECRET, 600)
     try:

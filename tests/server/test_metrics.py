@@ -72,6 +72,9 @@ async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms
     capacity = after["onstage_capacity_sessions"][("onstage_capacity_sessions", ())]
     assert 1 <= capacity <= server.limits.max_sessions
     assert 0.0 <= after["onstage_generator_busy"][("onstage_generator_busy", ())] <= 1.0
+    # The machine's load, measured though this server does not weigh it; one more session adds to it.
+    machine = after["onstage_machine_busy"][("onstage_machine_busy", ())]
+    assert 0.0 < machine < after["onstage_machine_busy_next"][("onstage_machine_busy_next", ())]
     assert after["onstage_sessions_live"][("onstage_sessions_live", ())] >= 1
 
 

@@ -35,7 +35,7 @@ async def llm():
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def server(llm: LLMServer, factory: SessionFactory):
     factory = directed(factory, llm)
-    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()

@@ -58,7 +58,9 @@ async def url(llm: LLMServer, factory: SessionFactory, exporter: Exporter):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     srv = OnstageServer(
-        factory, Limits(max_sessions=2, resume_grace_s=0.2), telemetry=TurnTelemetry(provider)
+        factory,
+        Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2),
+        telemetry=TurnTelemetry(provider),
     )
     await srv.start("127.0.0.1", 0)
     yield f"ws://127.0.0.1:{srv.port}/v1/session"

@@ -93,7 +93,10 @@ async def ray_serving(factory: SessionFactory, slots: RaySlots) -> AsyncIterator
     """A server on loopback whose sessions' generators are ``slots``' (closed with it)."""
     remote = SessionFactory(None, factory.voice, factory.hearing, workers=slots)
     try:
-        async with serving(remote, Limits(max_sessions=6, resume_grace_s=0.2)) as (srv, _):
+        async with serving(remote, Limits(admission="ceiling", max_sessions=6, resume_grace_s=0.2)) as (
+            srv,
+            _,
+        ):
             yield srv
     finally:
         await slots.close()
@@ -505,7 +508,10 @@ async def test_a_killed_front_end_frees_its_slots_within_its_lease_and_its_sessi
     tmp_path: Path,
 ) -> None:
     await until_no_sessions(ray_server)
-    config = f'[server.ray]\naddress = "{cluster.address}"\nlease_s = {KILLED_LEASE_S}\n'
+    config = (
+        f'[server.ray]\naddress = "{cluster.address}"\nlease_s = {KILLED_LEASE_S}\n'
+        '[server.limits]\nadmission = "ceiling"\n'
+    )
     async with onstage_serve(tmp_path / "onstage.toml", config) as (process, url_a):
         async with SessionClient(url_a) as kept, SessionClient(url_a) as left:
             started = await kept.start(seed=43, director="none", plan=STILL, timeout=60)
@@ -624,7 +630,7 @@ async def test_a_session_with_the_shared_encoders_hears_its_client_and_speaks(
     await until_no_sessions(ray_server)
     voice, hearing = shared
     remote = SessionFactory(None, voice, hearing, workers=slots)
-    async with serving(remote, Limits(max_sessions=2, resume_grace_s=0.2)) as (_, url):
+    async with serving(remote, Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2)) as (_, url):
         async with SessionClient(url) as client:
             await client.start(seed=9)  # the greeter: it says hello
             await client.wait_type("character.speech", state="started", timeout=60)

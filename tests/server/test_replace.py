@@ -38,7 +38,7 @@ async def serving(factory: SessionFactory, config: ConductorConfig) -> AsyncIter
     """A server on loopback whose sessions run with ``config``."""
     usual = factory.conductor
     factory.conductor = config
-    srv = OnstageServer(factory, Limits(max_sessions=2, resume_grace_s=0.2))
+    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2))
     await srv.start("127.0.0.1", 0)
     try:
         yield srv

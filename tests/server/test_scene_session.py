@@ -50,7 +50,7 @@ async def world_server(factory: SessionFactory, resume_grace_s: float = 0.2) -> 
     (128x128, what the scene probes read)."""
     backend = WorldBackend(warmup_chunks=1)
     sessions = SessionFactory(backend, factory.voice, factory.hearing)
-    srv = OnstageServer(sessions, Limits(resume_grace_s=resume_grace_s))
+    srv = OnstageServer(sessions, Limits(admission="ceiling", resume_grace_s=resume_grace_s))
     await srv.start("127.0.0.1", 0)
     try:
         yield f"ws://127.0.0.1:{srv.port}/v1/session"

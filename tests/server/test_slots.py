@@ -24,7 +24,9 @@ def resume_of(started: dict) -> dict:
 
 
 async def test_clients_that_drop_do_not_lock_out_a_new_one_and_the_longest_waiting_is_ended(factory) -> None:
-    async with serving(factory, Limits(max_sessions=2, max_waiting_sessions=2, resume_grace_s=60)) as (
+    async with serving(
+        factory, Limits(admission="ceiling", max_sessions=2, max_waiting_sessions=2, resume_grace_s=60)
+    ) as (
         srv,
         url,
     ):
@@ -80,7 +82,10 @@ async def test_a_waiting_session_needs_a_free_slot_to_resume_and_keeps_waiting_w
 
 async def test_a_storm_of_starts_beyond_capacity_is_refused_and_never_overfills(factory) -> None:
     capacity, storm = 2, 8
-    async with serving(factory, Limits(max_sessions=capacity, resume_grace_s=60)) as (srv, url):
+    async with serving(factory, Limits(admission="ceiling", max_sessions=capacity, resume_grace_s=60)) as (
+        srv,
+        url,
+    ):
         async with contextlib.AsyncExitStack() as stack:
             # A story session is built over several awaits (its checkpoint store): all arrive at once.
             story = {"story": "garden_gate", "director": "script"}

@@ -92,7 +92,8 @@ async def test_a_restarted_server_brings_a_story_session_back_where_it_was(facto
 
     async def serve() -> OnstageServer:
         server = OnstageServer(
-            SessionFactory(factory.backend, factory.voice, factory.hearing, story_db=db), Limits()
+            SessionFactory(factory.backend, factory.voice, factory.hearing, story_db=db),
+            Limits(admission="ceiling"),
         )
         await server.start("127.0.0.1", 0)
         return server

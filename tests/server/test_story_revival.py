@@ -33,7 +33,8 @@ class _WritesAFile:
 @contextlib.asynccontextmanager
 async def serve(factory: SessionFactory, db: Path) -> AsyncIterator[str]:
     server = OnstageServer(
-        SessionFactory(factory.backend, factory.voice, factory.hearing, story_db=str(db)), Limits()
+        SessionFactory(factory.backend, factory.voice, factory.hearing, story_db=str(db)),
+        Limits(admission="ceiling"),
     )
     await server.start("127.0.0.1", 0)
     try:

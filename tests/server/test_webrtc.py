@@ -41,7 +41,9 @@ async def server(factory: SessionFactory) -> AsyncIterator[OnstageServer]:
     backend = open_backend("world", {"fps": str(FPS)})
     sessions = SessionFactory(backend, factory.voice, factory.hearing)
     # Sessions of earlier tests wait out their grace paused (no slot, no work); the resume test needs one.
-    srv = OnstageServer(sessions, Limits(max_sessions=2, resume_grace_s=5.0), rtc=LOOPBACK_ONLY)
+    srv = OnstageServer(
+        sessions, Limits(admission="ceiling", max_sessions=2, resume_grace_s=5.0), rtc=LOOPBACK_ONLY
+    )
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()

@@ -36,7 +36,7 @@ async def world_server(factory: SessionFactory) -> AsyncIterator[tuple[OnstageSe
     """A loopback server whose sessions draw the ``world`` (the shared voice and ears of ``factory``)."""
     backend = await asyncio.to_thread(open_backend, "world", {})
     sessions = SessionFactory(backend, factory.voice, factory.hearing)
-    async with serving(sessions, Limits(max_sessions=4, resume_grace_s=0.2)) as served:
+    async with serving(sessions, Limits(admission="ceiling", max_sessions=4, resume_grace_s=0.2)) as served:
         yield served
 
 
