@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 
 from streaming_model.condition import ChunkCondition, ConditionError
 from streaming_model.lanes import Lanes, LaneWorker
+from streaming_model.pool import ThreadLoad, load_of, median_s
 from streaming_model.runtime import Generator
 from streaming_model.tiny import TinyBackend
 from streaming_model.worker import Cancel
@@ -175,3 +177,25 @@ async def test_a_session_opens_beside_its_lane_so_the_lanes_chunks_never_wait_fo
     assert await second.produce(cond(1), Cancel(), keep) is not None
     for worker in (first, second):
         await worker.close()
+
+
+async def test_a_lane_measures_afresh_when_its_sessions_change_and_remembers_what_live_chunks_cost(
+    one_lane: Lanes,
+) -> None:
+    worker = await one_lane.open(identity=1, seed=5, name="a")
+    began = time.monotonic()
+    while time.monotonic() - began < 1.5:  # chunks back to back: the lane rests only between them
+        await worker.produce(cond(0), Cancel(), keep)
+    running = one_lane.load(0)
+    assert running.busy > 0.0  # measured since the session joined
+    assert running.ratio == pytest.approx(running.busy / running.predicted)  # live over the costs
+    await worker.close()
+    lane = one_lane.lanes[0]
+    left = one_lane.load(1)
+    # The session gone, nothing measures now; a newcomer is priced at the costs times what the lane last
+    # measured over them.
+    by_costs = load_of(
+        one_lane.manifest, [ThreadLoad(sessions=0, busy=0.0, batch=8, finish_s=median_s(lane.finish_s))], 1
+    )
+    assert left.ratio == running.ratio
+    assert left.after == pytest.approx(by_costs.after * max(1.0, running.ratio))
