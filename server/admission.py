@@ -6,7 +6,8 @@ real time.
 only while the generator thread it would join stays at or under ``Limits.generator_busy_max`` with it:
 that thread's share of time spent on chunks over the last seconds, measured (or what the backend's
 warm-up costs give for its sessions, when that is higher: a session that just started has not shown its
-load yet), plus what the costs say the newcomer adds, batching counted (``GeneratorLoad``). And only while the machine's cores stay at or under ``Limits.machine_busy_max``
+load yet), plus what the costs say the newcomer adds, batching counted, times how much more than the
+costs live chunks measure (``GeneratorLoad``). And only while the machine's cores stay at or under ``Limits.machine_busy_max``
 with it: every process's CPU over the same seconds (``server.cpu_watch``), plus what a session costs,
 this server's own CPU per session measured (or the warm-up costs, when higher). A generator thread's
 share cannot see that its lane waits for a core other work holds (the other lanes, the voice, the
