@@ -1,22 +1,22 @@
 """Whether the server takes one more live session: what its generators and its machine measurably keep in
 real time.
 
-``Limits.max_sessions`` stays a ceiling. Below it (``Limits.admission = "measured"``, the default), where the sessions' generators run in this process
-(``streaming_model.pool.MeasuredPool``: a thread per session, or lanes that batch), a session is admitted
-only while the generator thread it would join stays at or under ``Limits.generator_busy_max`` with it:
-that thread's share of time spent on chunks over the last seconds, measured (or what the backend's
-warm-up costs give for its sessions, when that is higher: a session that just started has not shown its
-load yet), plus what the costs say the newcomer adds, batching counted, times how much more than the
-costs live chunks measure (``GeneratorLoad``). And only while the machine's cores stay at or under ``Limits.machine_busy_max``
-with it: every process's CPU over the same seconds (``server.cpu_watch``), plus what a session costs,
-this server's own CPU per session measured (or the warm-up costs, when higher). A generator thread's
-share cannot see that its lane waits for a core other work holds (the other lanes, the voice, the
-listeners, a client on the same machine); the machine's count does. Sessions still being built count
-as newcomers too, so a storm of starts cannot overfill. Sessions waiting for their client are paused and
-count for nothing until it comes back, when they are admitted again. A refusal names the figures. An
-idle server always takes its first session. ``admission = "generators"`` leaves the machine out,
-``"ceiling"`` admits up to ``max_sessions`` whatever the figures. Generators elsewhere (a Ray cluster's slots) refuse for
-themselves when every slot is taken.
+``Limits.max_sessions`` stays a ceiling. Below it (``Limits.admission = "measured"``, the default), where
+the sessions' generators run in this process (``streaming_model.pool.MeasuredPool``: a thread per
+session, or lanes that batch), a session is admitted only while the generator thread it would join stays
+at or under ``Limits.generator_busy_max`` with it: that thread's share of time spent on chunks over the
+last seconds, measured (or what the backend's warm-up costs give for its sessions, when that is higher: a
+session that just started has not shown its load yet), plus what the costs say the newcomer adds,
+batching counted, times how much more than the costs live chunks measure (``GeneratorLoad``). And only
+while the machine's cores stay at or under ``Limits.machine_busy_max`` with it: every process's CPU over
+the same seconds (``server.cpu_watch``), plus what a session costs, this server's own CPU per session
+measured (or the warm-up costs, when higher). A generator thread's share cannot see that its lane waits
+for a core other work holds (the other lanes, the voice, the listeners, a client on the same machine);
+the machine's count does. Sessions still being built count as newcomers too, so a storm of starts cannot
+overfill. Sessions waiting for their client are paused and count for nothing until it comes back, when
+they are admitted again. A refusal names the figures. An idle server always takes its first session.
+``admission = "generators"`` leaves the machine out, ``"ceiling"`` admits up to ``max_sessions`` whatever
+the figures. Generators elsewhere (a Ray cluster's slots) refuse for themselves when every slot is taken.
 """
 
 from __future__ import annotations
