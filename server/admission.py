@@ -10,13 +10,14 @@ session that just started has not shown its load yet), plus what the costs say t
 batching counted, times how much more than the costs live chunks measure (``GeneratorLoad``). And only
 while the machine's cores stay at or under ``Limits.machine_busy_max`` with it: every process's CPU over
 the same seconds (``server.cpu_watch``), plus what a session costs, this server's own CPU per session
-measured (or the warm-up costs, when higher). A generator thread's share cannot see that its lane waits
-for a core other work holds (the other lanes, the voice, the listeners, a client on the same machine);
-the machine's count does. Sessions still being built count as newcomers too, so a storm of starts cannot
-overfill. Sessions waiting for their client are paused and count for nothing until it comes back, when
-they are admitted again. A refusal names the figures. An idle server always takes its first session.
-``admission = "generators"`` leaves the machine out, ``"ceiling"`` admits up to ``max_sessions`` whatever
-the figures. Generators elsewhere (a Ray cluster's slots) refuse for themselves when every slot is taken.
+measured (or the warm-up costs, when higher). A generator thread's share shows the waits for a core it
+has had, not how many cores the rest of the machine leaves free (other processes on it, a client on the
+same machine); the machine's count does. Sessions still being built count as newcomers too, so a storm of
+starts cannot overfill. Sessions waiting for their client are paused and count for nothing until it comes
+back, when they are admitted again. A refusal names the figures. An idle server always takes its first
+session. ``admission = "generators"`` leaves the machine out, ``"ceiling"`` admits up to ``max_sessions``
+whatever the figures. Generators elsewhere (a Ray cluster's slots) refuse for themselves when every slot
+is taken.
 """
 
 from __future__ import annotations
