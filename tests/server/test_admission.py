@@ -43,8 +43,8 @@ async def on_one_lane(factory: SessionFactory) -> AsyncIterator[tuple[SessionFac
 async def test_a_session_past_what_the_generator_keeps_real_time_is_refused_saying_why(factory) -> None:
     async with on_one_lane(factory) as (lanes_factory, lanes):
         # Room for one session by the model's own costs, not for a second one.
-        limit = lanes.load(1).after * 1.2
-        assert lanes.load(2).after > limit
+        assert lanes.load(2).after > lanes.load(1).after
+        limit = (lanes.load(1).after + lanes.load(2).after) / 2
         limits = Limits(admission="generators", max_sessions=8, generator_busy_max=limit, resume_grace_s=0.1)
         async with serving(lanes_factory, limits) as (srv, url):
             async with SessionClient(url) as first:
@@ -58,8 +58,8 @@ async def test_a_session_past_what_the_generator_keeps_real_time_is_refused_sayi
             assert "rate_limited" in message and "'fatal': True" in message
             assert "server at capacity" in message and "busy" in message and f"{limit:.0%}" in message
             assert srv.stats.refused_total == 1
-            # The first session gone and its work out of the measured window, a newcomer is admitted.
-            await until(lambda: lanes.load(0).sessions == 0 and lanes.load(1).after <= limit, timeout=20)
+            # The first session gone, a newcomer is admitted.
+            await until(lambda: lanes.load(0).sessions == 0, timeout=20)
             async with SessionClient(url) as third:
                 await third.start(seed=3)
                 await third.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
@@ -67,18 +67,20 @@ async def test_a_session_past_what_the_generator_keeps_real_time_is_refused_sayi
 
 async def test_a_storm_of_starts_is_admitted_as_far_as_the_costs_allow_and_no_further(factory) -> None:
     async with on_one_lane(factory) as (lanes_factory, lanes):
-        # Two sessions' batched chunks fit, three do not (halfway between: room for their images' encoding).
-        limit = (lanes.load(2).after + lanes.load(3).after) / 2
+        # ``fit`` sessions' batched chunks fit, one more does not (halfway between). Two, unless a busy
+        # machine timed two batch sizes alike at warm-up: then the first size past which one more costs more.
+        fit = next(n for n in range(2, 6) if lanes.load(n + 1).after > lanes.load(n).after)
+        limit = (lanes.load(fit).after + lanes.load(fit + 1).after) / 2
         limits = Limits(admission="generators", max_sessions=8, generator_busy_max=limit, resume_grace_s=0.1)
         async with serving(lanes_factory, limits) as (srv, url):
-            assert srv.admission.capacity() == 2
+            assert srv.admission.capacity() == fit
             async with contextlib.AsyncExitStack() as stack:
                 admitted, refused = await starts_at_once(stack, url, [{"seed": i} for i in range(6)])
-                assert len(admitted) == 2 and len(refused) == 4
+                assert len(admitted) == fit and len(refused) == 6 - fit
                 assert all("server at capacity" in str(a) for a in refused)
                 for client in admitted:
                     await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
-                assert lanes.load(0).sessions == 2
+                assert lanes.load(0).sessions == fit
 
 
 async def test_an_idle_server_takes_one_session_even_past_its_figures_and_refuses_a_second(factory) -> None:
@@ -101,7 +103,8 @@ async def test_a_session_waiting_for_its_client_leaves_room_and_its_resume_is_ad
     factory,
 ) -> None:
     async with on_one_lane(factory) as (lanes_factory, lanes):
-        limit = lanes.load(1).after * 1.2  # room for one session, not two
+        assert lanes.load(2).after > lanes.load(1).after
+        limit = (lanes.load(1).after + lanes.load(2).after) / 2  # room for one session, not two
         limits = Limits(admission="generators", max_sessions=8, generator_busy_max=limit, resume_grace_s=120)
         async with serving(lanes_factory, limits) as (srv, url):
             async with SessionClient(url) as first:
