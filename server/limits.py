@@ -32,10 +32,12 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     it (share of the last seconds spent on chunks, measured, plus what the model's warm-up costs say the
     session adds). Busier than this, chunks ran late on both machines measured (BENCHMARKS.md, "Sessions
     at once on this machine"): a thread's wall time counts its waits for a core, not their bursts."""
-    machine_busy_max: float = 0.9
+    machine_busy_max: float = 0.6
     """With ``admission = "measured"``, a new session is admitted only while the machine's cores stay at
     most this busy with it (every process over the last seconds, measured, plus what one of this server's
-    sessions measurably costs)."""
+    sessions measurably costs). Busier than this, chunks ran late in bursts on the two cores measured
+    (BENCHMARKS.md, "Where admission stops on this CPU"): late when a chunk's moment comes, not for want
+    of CPU over the seconds."""
     max_waiting_sessions: int = 4
     """Sessions whose client went away, paused in their resume grace; beyond this many, the one that
     left first is ended. They do not count against ``max_sessions``."""

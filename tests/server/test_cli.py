@@ -145,7 +145,7 @@ def test_serve_takes_how_sessions_share_the_generator_and_names_a_bad_setting(tm
     assert (default.batching, default.lanes, default.max_batch) == ("exact", 0, 8)
     toml = tmp_path / "onstage.toml"
     # admission weighs the generators and the machine by default
-    assert (default.limits.admission, default.limits.machine_busy_max) == ("measured", 0.9)
+    assert (default.limits.admission, default.limits.machine_busy_max) == ("measured", 0.6)
     toml.write_text(
         '[server]\nbatching = "off"\nlanes = 3\n[server.limits]\ngenerator_busy_max = 0.7\nadmission = "ceiling"\n'
     )
