@@ -49,11 +49,17 @@ def machine_times() -> tuple[float, float]:
     return (sum(ticks) - ticks[3] - ticks[4] - steal) * _TICK_S, steal * _TICK_S
 
 
+def process_s() -> float:
+    """This process's CPU seconds so far, user and system (``OSError`` without ``/proc``)."""
+    process = _fields((PROC / "self" / "stat").read_text())
+    return (int(process[11]) + int(process[12])) * _TICK_S
+
+
 def read() -> Reading | None:
     """The CPU times now, or None where ``/proc`` does not tell them."""
     try:
         busy_s, steal_s = machine_times()
-        process = _fields((PROC / "self" / "stat").read_text())
+        process = process_s()
     except OSError:
         return None
     threads = {}
@@ -67,7 +73,7 @@ def read() -> Reading | None:
     return Reading(
         at=time.monotonic(),
         threads=threads,
-        process_s=(int(process[11]) + int(process[12])) * _TICK_S,
+        process_s=process,
         busy_s=busy_s,
         steal_s=steal_s,
     )
@@ -203,17 +209,21 @@ class CpuWatch(OnLoop):
 
     def machine(self) -> MachineLoad | None:
         """Cores busy from the last reading at least ``window_s`` old (or the oldest) until now; None
-        before the watch has run a tenth of a second, or without /proc."""
-        now = read()
-        if now is None or not self._times or now.at - self._times[0][0] < 0.1:
+        before the watch has run a tenth of a second, or without /proc. Reads the machine's and this
+        process's times only, not every thread's (admission and each scrape call it)."""
+        try:
+            at, (busy_now, _), process_now = time.monotonic(), machine_times(), process_s()
+        except OSError:
             return None
-        at, busy_s, process_s = self._times[0]
-        span = now.at - at
+        if not self._times or at - self._times[0][0] < 0.1:
+            return None
+        then, busy_then, process_then = self._times[0]
+        span = at - then
         return MachineLoad(
             cores=float(os.cpu_count() or 1),
             window_s=span,
-            busy=(now.busy_s - busy_s) / span,
-            process=(now.process_s - process_s) / span,
+            busy=(busy_now - busy_then) / span,
+            process=(process_now - process_then) / span,
         )
 
     def note(self) -> str:
