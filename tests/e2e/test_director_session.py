@@ -26,13 +26,15 @@ from tests.support.serving import directed
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
+# Each test has its own endpoint and server: a Director call that a test's session makes as it ends
+# (a transcript still on its way) must not take the next test's scripted answers.
+@pytest_asyncio.fixture(loop_scope="module")
 async def llm():
     async with LLMServer() as server:
         yield server
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
+@pytest_asyncio.fixture(loop_scope="module")
 async def url(llm: LLMServer, factory: SessionFactory):
     factory = directed(factory, llm)
     srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=2, resume_grace_s=0.2))

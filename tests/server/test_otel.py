@@ -28,7 +28,9 @@ from tests.support.serving import directed
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
+# Each test has its own endpoint and server: a Director call that a test's session makes as it ends
+# (a transcript still on its way) must not take the next test's scripted answers.
+@pytest_asyncio.fixture(loop_scope="module")
 async def llm():
     async with LLMServer() as server:
         yield server
@@ -52,7 +54,7 @@ def exporter() -> Exporter:
     return Exporter()
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
+@pytest_asyncio.fixture(loop_scope="module")
 async def url(llm: LLMServer, factory: SessionFactory, exporter: Exporter):
     factory = directed(factory, llm)
     provider = TracerProvider()
