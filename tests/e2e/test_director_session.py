@@ -167,7 +167,12 @@ async def test_an_intervention_becomes_a_new_branch_that_the_story_then_follows(
             {"type": "story.intervene", "text": "A storm should blow the gate open", "ref": "i"}
         )
         await client.wait_type("input.accepted", ref="i")
-        branch = await client.wait_type("story.state", node="storm", timeout=30)
+        try:
+            branch = await client.wait_type("story.state", node="storm", timeout=30)
+        except TimeoutError:
+            pytest.fail(
+                f"no storm beat; {llm.pending} scripted answers unused; the endpoint was asked {llm.asked()}"
+            )
         assert [c["id"] for c in branch["choices"]] == ["run_in", "shelter"]
         await client.wait_type("character.speech", state="started", text="Whoa, what a wind!", timeout=30)
         await client.send({"type": "story.choose", "choice": "run_in"})

@@ -163,6 +163,11 @@ class LLMServer:
         """Scripted answers not used yet."""
         return len(self._answers)
 
+    def asked(self, width: int = 160) -> list[str]:
+        """The last message of each request so far, cut to ``width`` characters: what a failing test
+        says the endpoint was asked."""
+        return [str(r["messages"][-1].get("content"))[:width] for r in self.requests if r.get("messages")]
+
     async def wait_for_requests(self, count: int) -> list[dict[str, Any]]:
         """Wait until at least ``count`` requests have arrived (wrap in ``asyncio.timeout``)."""
         while len(self.requests) < count:
