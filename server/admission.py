@@ -8,9 +8,11 @@ at or under ``Limits.generator_busy_max`` with it: that thread's share of time s
 last seconds, measured (or what the backend's warm-up costs give for its sessions, when that is higher: a
 session that just started has not shown its load yet), plus what the costs say the newcomer adds,
 batching counted, times how much more than the costs live chunks measure (``GeneratorLoad``). And only
-while the machine's cores stay at or under ``Limits.machine_busy_max`` with it: every process's CPU over
-the same seconds (``server.cpu_watch``), plus what a session costs, this server's own CPU per session
-measured (or the warm-up costs, when higher). A generator thread's share shows the waits for a core it
+while the machine's cores stay at or under ``Limits.machine_busy_max`` with it: the other processes' CPU
+over the same seconds (``server.cpu_watch``), plus what this server's sessions and the newcomer cost, each
+priced at the most a session measurably cost this process lately (``CpuWatch.session_cores``: a session
+that just started, or a talking one not talking now, has not shown its CPU yet), or its share now, or the
+warm-up costs, whichever is highest. A generator thread's share shows the waits for a core it
 has had, not how many cores the rest of the machine leaves free (other processes on it, a client on the
 same machine); the machine's count does. Sessions still being built count as newcomers too, so a storm of
 starts cannot overfill. Sessions waiting for their client are paused and count for nothing until it comes
@@ -30,9 +32,10 @@ from streaming_model.pool import GeneratorLoad, MeasuredPool, WorkerPool
 
 
 class MachineOutlook(msgspec.Struct, frozen=True, kw_only=True):
-    """The machine's load now (``MachineLoad``), what one session of this server costs in cores (its
-    CPU per running session, measured, or the warm-up costs of the newcomers, when higher), and the share
-    of the machine's cores busy with ``joining`` more sessions (``after``)."""
+    """The machine's load now (``MachineLoad``), what one session of this server costs in cores (the
+    highest of: the most one measurably cost lately, its CPU per running session now, the newcomers'
+    warm-up costs), and the share of the machine's cores busy with ``joining`` more sessions (``after``),
+    this server's running sessions counted at that cost too."""
 
     load: MachineLoad
     session_cores: float
@@ -60,14 +63,26 @@ class Admission:
         load = self.cpu.machine() if self.cpu is not None else None
         return self._outlook(load, live, joining) if load is not None else None
 
-    def _outlook(self, load: MachineLoad, live: int, joining: int) -> MachineOutlook:
-        generators = self.load(0)
-        running = generators.sessions if generators is not None else live
-        joining += max(0, live - running)
+    def _outlook(
+        self,
+        load: MachineLoad,
+        live: int,
+        joining: int,
+        generators: tuple[GeneratorLoad, GeneratorLoad] | None = None,
+    ) -> MachineOutlook:
+        """``generators``: the pool's load now and with ``joining`` more, where the caller has them."""
+        if generators is None:
+            now = self.load(0)
+            joining += max(0, live - now.sessions) if now is not None else 0
+            later = self.load(joining)
+            generators = (now, later) if now is not None and later is not None else None
+        running = generators[0].sessions if generators is not None else live
         measured = load.process / running if running else 0.0
-        costs = self.load(joining)
-        session_cores = max(measured, costs.added / joining if costs is not None else 0.0)
-        after = (load.busy + joining * session_cores) / load.cores
+        remembered = self.cpu.session_cores() if self.cpu is not None else None
+        costs = generators[1].added / joining if generators is not None else 0.0
+        session_cores = max(measured, remembered or 0.0, costs)
+        this_server = max(load.process, running * session_cores)
+        after = (load.busy - load.process + this_server + joining * session_cores) / load.cores
         return MachineOutlook(load=load, session_cores=session_cores, joining=joining, after=after)
 
     def refusal(self, live: int) -> str | None:
@@ -116,7 +131,7 @@ class Admission:
             f"{load.cores:.0f} cores {outlook.after:.0%} busy, past the {self.limits.machine_busy_max:.0%} "
             f"it may take (machine_busy_max; over the last {load.window_s:.0f} s, {load.busy:.2f} cores busy, "
             f"{load.process:.2f} of them this server's; a session costs {outlook.session_cores:.2f} "
-            f"cores); try again later"
+            f"cores, the most one measurably took lately or its warm-up costs); try again later"
         )
 
     def capacity(self) -> int:
@@ -129,9 +144,11 @@ class Admission:
         machine = self.cpu.machine() if self.cpu is not None and limits.admission == "measured" else None
 
         def fits(joining: int) -> bool:
-            return workers.load(joining).after <= limits.generator_busy_max and (
+            later = workers.load(joining)
+            return later.after <= limits.generator_busy_max and (
                 machine is None
-                or self._outlook(machine, load.sessions, joining).after <= limits.machine_busy_max
+                or self._outlook(machine, load.sessions, joining, (load, later)).after
+                <= limits.machine_busy_max
             )
 
         more = 0

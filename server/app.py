@@ -118,7 +118,7 @@ class OnstageServer:
         self.stats = Stats()
         self.metrics = ServerMetrics(self)
         self._loop_lag = LoopLag(self.metrics.loop_lag)
-        self.cpu = CpuWatch()
+        self.cpu = CpuWatch(sessions=self.live_count)
         """Where the CPU went lately: late chunks' warnings say it, admission weighs the machine's."""
         self.admission = Admission(self.limits, factory.workers, self.cpu)
         """Who gets a live slot: the limits and what the generators and the machine measurably keep

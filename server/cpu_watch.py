@@ -15,6 +15,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -24,6 +25,9 @@ from streaming_model.busy import WINDOW_S
 
 EVERY_S = 0.5
 """How often a reading is kept: a note covers the time since the older of the last two (0.5-1 s)."""
+MEMORY_S = 300.0
+"""How long what a session measurably cost is remembered (``CpuWatch.session_cores``): a talking session
+shows its transcription and voice only while it talks, and a newcomer is judged by what sessions took."""
 PROC = Path("/proc")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
@@ -179,17 +183,29 @@ class MachineLoad(msgspec.Struct, frozen=True, kw_only=True):
 class CpuWatch(OnLoop):
     """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads) from ``start`` until
     ``stop``, their totals by kind of thread, a note, on demand, of where the CPU went since the older of
-    the last two, and the machine's load over the last ``window_s`` (admission reads it)."""
+    the last two, the machine's load over the last ``window_s`` and what one of ``sessions()`` sessions
+    cost this process lately (admission reads both)."""
 
     task_name = "cpu-watch"
 
-    def __init__(self, every_s: float = EVERY_S, window_s: float = WINDOW_S) -> None:
+    def __init__(
+        self,
+        every_s: float = EVERY_S,
+        window_s: float = WINDOW_S,
+        sessions: Callable[[], int] | None = None,
+        memory_s: float = MEMORY_S,
+    ) -> None:
         self.every_s = every_s
         self.window_s = window_s
+        self.memory_s = memory_s
         self.totals = ThreadTotals()
+        self._sessions = sessions
         self._readings: list[Reading] = []
-        # (at, machine busy seconds, process seconds) of the readings in the window, and one older
-        self._times: collections.deque[tuple[float, float, float]] = collections.deque()
+        # (at, machine busy seconds, process seconds, sessions) of the readings in the window, and one older
+        self._times: collections.deque[tuple[float, float, float, int]] = collections.deque()
+        # (at, cores per session) of the windows in the last memory_s whose count of sessions held still
+        self._costs: collections.deque[tuple[float, float]] = collections.deque()
+        self._last_cost: float | None = None
 
     def by_kind(self) -> dict[str, tuple[float, float]]:
         """``ThreadTotals.by_kind`` as of now: a reading is taken for it (on the loop's thread, as the
@@ -202,10 +218,28 @@ class CpuWatch(OnLoop):
         while (reading := read()) is not None:
             self._readings = [*self._readings[-1:], reading]
             self.totals.take(reading, python_threads())
-            self._times.append((reading.at, reading.busy_s, reading.process_s))
+            sessions = self._sessions() if self._sessions is not None else 0
+            self._times.append((reading.at, reading.busy_s, reading.process_s, sessions))
             while len(self._times) > 1 and self._times[1][0] <= reading.at - self.window_s:
                 self._times.popleft()
+            self._remember_cost()
             await asyncio.sleep(self.every_s)
+
+    def _remember_cost(self) -> None:
+        """This process's CPU per session over the last window, kept when the number of sessions held
+        still all through it (a window in which one joined or left would price them wrong)."""
+        at, _, process, sessions = self._times[-1]
+        then, _, process_then, _ = self._times[0]
+        if sessions and at - then >= self.window_s and all(t[3] == sessions for t in self._times):
+            self._last_cost = (process - process_then) / (at - then) / sessions
+            self._costs.append((at, self._last_cost))
+        while self._costs and self._costs[0][0] < at - self.memory_s:
+            self._costs.popleft()
+
+    def session_cores(self) -> float | None:
+        """The most cores one session measurably cost this process over a window (``window_s``) within
+        the last ``memory_s``, or, none there, in the last such window; None before any."""
+        return max(c for _, c in self._costs) if self._costs else self._last_cost
 
     def machine(self) -> MachineLoad | None:
         """Cores busy from the last reading at least ``window_s`` old (or the oldest) until now; None
@@ -217,7 +251,7 @@ class CpuWatch(OnLoop):
             return None
         if not self._times or at - self._times[0][0] < 0.1:
             return None
-        then, busy_then, process_then = self._times[0]
+        then, busy_then, process_then, _ = self._times[0]
         span = at - then
         return MachineLoad(
             cores=float(os.cpu_count() or 1),

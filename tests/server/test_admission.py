@@ -155,6 +155,25 @@ async def test_a_session_the_machine_has_no_room_for_is_refused_saying_the_machi
             assert srv.stats.refused_total == 1
 
 
+async def test_what_a_session_cost_the_server_prices_the_next_one_after_it_left(factory) -> None:
+    async with on_one_lane(factory) as (lanes_factory, lanes):
+        limits = Limits(max_sessions=8, generator_busy_max=1.0, machine_busy_max=1.0, resume_grace_s=0.1)
+        async with serving(lanes_factory, limits) as (srv, url):
+            assert srv.cpu.session_cores() is None  # no session seen yet
+            async with SessionClient(url) as first:
+                await first.start(seed=1)
+                # one session through a whole window of the watch: what it cost is kept
+                await until(lambda: srv.cpu.session_cores() is not None, timeout=60)
+            took = srv.cpu.session_cores()
+            assert took is not None and took > 0.0
+            await until(lambda: srv.live_count() == 0 and lanes.load(0).sessions == 0, timeout=30)
+            # Idle again, the server still prices a newcomer at what the last session took.
+            outlook = srv.admission.machine(srv.live_count())
+            assert outlook is not None and outlook.session_cores >= took
+            load = outlook.load
+            assert outlook.after * load.cores == pytest.approx(load.busy + outlook.session_cores)
+
+
 async def test_a_server_admitting_up_to_its_ceiling_refuses_nothing_and_still_measures_the_machine(
     factory,
 ) -> None:

@@ -16,6 +16,7 @@ import pytest
 from events.priority import lower_this_thread
 from server import cpu_watch
 from server.cpu_watch import CpuWatch, Reading, ThreadTotals, shares, thread_kind
+from tests.support.serving import until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -177,3 +178,33 @@ def test_a_thread_that_ends_while_it_is_read_is_left_out_and_the_reading_goes_on
     monkeypatch.setattr(cpu_watch, "PROC", tmp_path)
     reading = cpu_watch.read()
     assert reading is not None and set(reading.threads) == {tid}
+
+
+async def test_what_a_session_cost_is_remembered_from_windows_whose_sessions_held_still() -> None:
+    counts = iter(range(10**6))
+    sessions = [0]
+    watch = CpuWatch(every_s=0.05, window_s=0.3, memory_s=1.5, sessions=lambda: sessions[0] or next(counts))
+    watch.start()
+    ran: dict[str, float] = {}
+    try:
+        # The number of sessions changes at every reading: no window prices them, busy or not.
+        stop = threading.Event()
+        spinner = spin("lane-0", stop, ran)
+        await asyncio.sleep(0.6)
+        assert watch.session_cores() is None
+        # Two sessions all through a window: this process's CPU over it, per session.
+        sessions[0] = 2
+        await until(lambda: watch.session_cores() is not None, timeout=20)
+        await until(lambda: ran["lane-0"] > 1.0, timeout=20)
+        stop.set()
+        await asyncio.to_thread(spinner.join)
+        peak = watch.session_cores()
+        assert peak is not None and peak > 0.15  # half of a spinning core at least, less what others took
+        # Idle now, within the memory: still priced at what they took.
+        await asyncio.sleep(0.5)
+        assert (watch.session_cores() or 0.0) >= peak
+        # Past the memory, the idle windows price them.
+        await until(lambda: (watch.session_cores() or 0.0) < peak / 2, timeout=20)
+    finally:
+        stop.set()
+        await watch.stop()
