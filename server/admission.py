@@ -10,7 +10,7 @@ session that just started has not shown its load yet), plus what the costs say t
 batching counted, times how much more than the costs live chunks measure (``GeneratorLoad``). And only
 while the machine's cores stay at or under ``Limits.machine_busy_max`` with it: the other processes' CPU
 over the same seconds (``server.cpu_watch``), plus what this server's sessions and the newcomer cost, each
-priced at the most a session measurably cost this process lately (``CpuWatch.session_cores``: a session
+priced at what a session measurably cost this process lately (``CpuWatch.session_cores``: a session
 that just started, or a talking one not talking now, has not shown its CPU yet), or its share now, or the
 warm-up costs, whichever is highest. A generator thread's share shows the waits for a core it
 has had, not how many cores the rest of the machine leaves free (other processes on it, a client on the
@@ -33,7 +33,7 @@ from streaming_model.pool import GeneratorLoad, MeasuredPool, WorkerPool
 
 class MachineOutlook(msgspec.Struct, frozen=True, kw_only=True):
     """The machine's load now (``MachineLoad``), what one session of this server costs in cores (the
-    highest of: the most one measurably cost lately, its CPU per running session now, the newcomers'
+    highest of: what one measurably cost lately, its CPU per running session now, the newcomers'
     warm-up costs), and the share of the machine's cores busy with ``joining`` more sessions (``after``),
     this server's running sessions counted at that cost too."""
 
@@ -131,7 +131,7 @@ class Admission:
             f"{load.cores:.0f} cores {outlook.after:.0%} busy, past the {self.limits.machine_busy_max:.0%} "
             f"it may take (machine_busy_max; over the last {load.window_s:.0f} s, {load.busy:.2f} cores busy, "
             f"{load.process:.2f} of them this server's; a session costs {outlook.session_cores:.2f} "
-            f"cores, the most one measurably took lately or its warm-up costs); try again later"
+            f"cores, what one measurably took lately or its warm-up costs); try again later"
         )
 
     def capacity(self) -> int:

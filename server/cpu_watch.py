@@ -28,6 +28,10 @@ EVERY_S = 0.5
 MEMORY_S = 300.0
 """How long what a session measurably cost is remembered (``CpuWatch.session_cores``): a talking session
 shows its transcription and voice only while it talks, and a newcomer is judged by what sessions took."""
+COST_QUANTILE = 0.9
+"""Which of the remembered windows' costs a session is priced at: nine in ten cost no more. A talking
+session's windows ranged 0.49-0.76 cores here, a gesture session's 0.40-0.52 (BENCHMARKS.md, "Twenty-sixth
+session"); the highest alone let one outlying window refuse what the machine keeps."""
 PROC = Path("/proc")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
@@ -237,9 +241,13 @@ class CpuWatch(OnLoop):
             self._costs.popleft()
 
     def session_cores(self) -> float | None:
-        """The most cores one session measurably cost this process over a window (``window_s``) within
-        the last ``memory_s``, or, none there, in the last such window; None before any."""
-        return max(c for _, c in self._costs) if self._costs else self._last_cost
+        """The cores one session measurably cost this process over a window (``window_s``) within the
+        last ``memory_s``, nine windows in ten no more (``COST_QUANTILE``); or, none there, in the last
+        such window; None before any."""
+        if not self._costs:
+            return self._last_cost
+        costs = sorted(c for _, c in self._costs)
+        return costs[round(COST_QUANTILE * (len(costs) - 1))]
 
     def machine(self) -> MachineLoad | None:
         """Cores busy from the last reading at least ``window_s`` old (or the oldest) until now; None

@@ -34,10 +34,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     at once on this machine"): a thread's wall time counts its waits for a core, not their bursts."""
     machine_busy_max: float = 0.6
     """With ``admission = "measured"``, a new session is admitted only while the machine's cores stay at
-    most this busy with it (the other processes over the last seconds, measured, plus this server's sessions
-    and the newcomer, each at the most one measurably cost lately: ``server.admission``). Busier than this, chunks ran late in bursts on the two cores measured
-    (BENCHMARKS.md, "Where admission stops on this CPU"): late when a chunk's moment comes, not for want
-    of CPU over the seconds."""
+    most this busy with it (the other processes over the last seconds, measured, plus this server's
+    sessions and the newcomer, each at what one measurably cost lately: ``server.admission``). Busier than
+    this, chunks ran late in bursts on the two cores measured (BENCHMARKS.md, "Where admission stops on
+    this CPU"): late when a chunk's moment comes, not for want of CPU over the seconds."""
     max_waiting_sessions: int = 4
     """Sessions whose client went away, paused in their resume grace; beyond this many, the one that
     left first is ended. They do not count against ``max_sessions``."""

@@ -164,9 +164,9 @@ async def test_what_a_session_cost_the_server_prices_the_next_one_after_it_left(
                 await first.start(seed=1)
                 # one session through a whole window of the watch: what it cost is kept
                 await until(lambda: srv.cpu.session_cores() is not None, timeout=60)
+            await until(lambda: srv.live_count() == 0 and lanes.load(0).sessions == 0, timeout=30)
             took = srv.cpu.session_cores()
             assert took is not None and took > 0.0
-            await until(lambda: srv.live_count() == 0 and lanes.load(0).sessions == 0, timeout=30)
             # Idle again, the server still prices a newcomer at what the last session took.
             outlook = srv.admission.machine(srv.live_count())
             assert outlook is not None and outlook.session_cores >= took

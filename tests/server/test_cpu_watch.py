@@ -198,13 +198,13 @@ async def test_what_a_session_cost_is_remembered_from_windows_whose_sessions_hel
         await until(lambda: ran["lane-0"] > 1.0, timeout=20)
         stop.set()
         await asyncio.to_thread(spinner.join)
-        peak = watch.session_cores()
-        assert peak is not None and peak > 0.15  # half of a spinning core at least, less what others took
-        # Idle now, within the memory: still priced at what they took.
+        busy = watch.session_cores()
+        assert busy is not None and busy > 0.15  # half of a spinning core at least, less what others took
+        # Idle now, within the memory: still priced at what they took while busy.
         await asyncio.sleep(0.5)
-        assert (watch.session_cores() or 0.0) >= peak
+        assert (watch.session_cores() or 0.0) > busy / 2
         # Past the memory, the idle windows price them.
-        await until(lambda: (watch.session_cores() or 0.0) < peak / 2, timeout=20)
+        await until(lambda: (watch.session_cores() or 0.0) < busy / 2, timeout=20)
     finally:
         stop.set()
         await watch.stop()
