@@ -28,6 +28,8 @@ reflecting it) p50 / p99. A session is real-time with >= 99.9 % on time and >= 9
 Also, from ``/metrics`` at the end of each window: how busy the server measures its generator threads,
 and the share one more session would take the busiest to (what admission compares with
 ``generator_busy_max``), and the same of the machine's cores (what it compares with ``machine_busy_max``).
+Under each round's sessions: the server's CPU over the window by kind of thread, in cores (where a
+session's cost goes: the generator lanes, transcription, the voice, the listeners, the event loop).
 By default admission is lifted (``admission = "ceiling"``: up to ``max_sessions`` whatever the figures),
 so that every N is tried; ``--admission served`` keeps the served defaults, to see where
 admission stops (the rounds then wait out its measuring window between them, so that a round's sessions
@@ -88,13 +90,15 @@ class Session:
 
 
 def scrape(base: str) -> dict[str, dict[str, float]]:
-    """``/metrics`` as {sample name: {session id or "": value}} (blocking: call in a thread)."""
+    """``/metrics`` as {sample name: {session id, thread kind or "": value}} (blocking: call in a
+    thread)."""
     with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
         text = response.read().decode()
     out: dict[str, dict[str, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            out.setdefault(sample.name, {})[sample.labels.get("session", "")] = sample.value
+            label = sample.labels.get("session") or sample.labels.get("kind", "")
+            out.setdefault(sample.name, {})[label] = sample.value
     return out
 
 
@@ -172,6 +176,8 @@ class Round:
     busy_next: float
     machine: float
     machine_next: float
+    cores: dict[str, float] = field(default_factory=dict)
+    """The server's CPU over the measured window by kind of thread, in cores."""
     refused: str = ""
     """Admission's refusal of one of the N (then nothing was measured)."""
 
@@ -230,6 +236,8 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
     def gauge(name: str) -> float:
         return after.get(f"onstage_{name}", {}).get("", float("nan"))
 
+    ran = "onstage_thread_cpu_seconds_total"
+    cores = {kind: (s - before[ran].get(kind, 0.0)) / (t1 - t0) for kind, s in after.get(ran, {}).items()}
     return Round(
         n,
         sessions,
@@ -238,6 +246,7 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
         gauge("generator_busy_next"),
         gauge("machine_busy"),
         gauge("machine_busy_next"),
+        cores,
     )
 
 
@@ -283,7 +292,13 @@ def details(r: Round) -> str:
         f"reaction {ms(s.reactions, 50)}/{ms(s.reactions, 99)} ms"
         for s, w in zip(r.sessions, r.windows, strict=True)
     ]
-    return f"N = {r.n}: " + "; ".join(parts)
+    busiest = sorted(r.cores.items(), key=lambda kv: -kv[1])
+    cores = ", ".join(f"{kind} {c:.2f}" for kind, c in busiest if c >= 0.005)
+    return (
+        f"N = {r.n}: "
+        + "; ".join(parts)
+        + f". Server CPU in cores, {sum(r.cores.values()):.2f} in all: {cores}"
+    )
 
 
 HEADER = (
