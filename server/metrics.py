@@ -150,6 +150,11 @@ class _ServerCollector(Collector):
                 "The machine's share with one more session (admission's figure, when it is measured).",
                 machine.after,
             )
+            yield _gauge(
+                "onstage_session_cores",
+                "Cores one session costs this server, as admission prices it (what one measurably cost lately).",
+                machine.session_cores,
+            )
         yield _counter(
             "onstage_sessions_evicted", "Waiting sessions ended to make room.", stats.evicted_total
         )

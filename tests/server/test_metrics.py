@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 
 import pytest
 
@@ -74,7 +75,11 @@ async def test_a_reflected_gesture_and_the_chunks_sent_are_counted_in_histograms
     assert 0.0 <= after["onstage_generator_busy"][("onstage_generator_busy", ())] <= 1.0
     # The machine's load, measured though this server does not weigh it; one more session adds to it.
     machine = after["onstage_machine_busy"][("onstage_machine_busy", ())]
-    assert 0.0 < machine < after["onstage_machine_busy_next"][("onstage_machine_busy_next", ())]
+    machine_next = after["onstage_machine_busy_next"][("onstage_machine_busy_next", ())]
+    assert 0.0 < machine < machine_next
+    # ... by at least what a session costs this server (the running ones may be priced higher than now)
+    session_cores = after["onstage_session_cores"][("onstage_session_cores", ())]
+    assert session_cores > 0.0 and machine_next >= machine + session_cores / (os.cpu_count() or 1) - 1e-9
     assert after["onstage_sessions_live"][("onstage_sessions_live", ())] >= 1
 
 
