@@ -11,8 +11,8 @@ batching counted, times how much more than the costs live chunks measure (``Gene
 while the machine's cores stay at or under ``Limits.machine_busy_max`` with it: the other processes' CPU
 over the same seconds (``server.cpu_watch``), plus what this server's sessions and the newcomer cost, each
 priced at what a session measurably cost this process lately (``CpuWatch.session_cores``: a session
-that just started, or a talking one not talking now, has not shown its CPU yet), or its share now, or the
-warm-up costs, whichever is highest. A generator thread's share shows the waits for a core it
+that just started, or a talking one not talking now, has not shown its CPU yet; before any, its share
+now), or the warm-up costs, whichever is higher. A generator thread's share shows the waits for a core it
 has had, not how many cores the rest of the machine leaves free (other processes on it, a client on the
 same machine); the machine's count does. Sessions still being built count as newcomers too, so a storm of
 starts cannot overfill. Sessions waiting for their client are paused and count for nothing until it comes
@@ -33,8 +33,8 @@ from streaming_model.pool import GeneratorLoad, MeasuredPool, WorkerPool
 
 class MachineOutlook(msgspec.Struct, frozen=True, kw_only=True):
     """The machine's load now (``MachineLoad``), what one session of this server costs in cores (the
-    highest of: what one measurably cost lately, its CPU per running session now, the newcomers'
-    warm-up costs), and the share of the machine's cores busy with ``joining`` more sessions (``after``),
+    higher of: what one measurably cost lately, or its CPU per running session now before that is known,
+    and the newcomers' warm-up costs), and the share of the machine's cores busy with ``joining`` more sessions (``after``),
     this server's running sessions counted at that cost too."""
 
     load: MachineLoad
@@ -77,10 +77,12 @@ class Admission:
             later = self.load(joining)
             generators = (now, later) if now is not None and later is not None else None
         running = generators[0].sessions if generators is not None else live
-        measured = load.process / running if running else 0.0
+        # What sessions cost over windows in which they neither came nor went; until one is known, the
+        # share now (which counts a session that just left, and not yet one that just came).
         remembered = self.cpu.session_cores() if self.cpu is not None else None
+        measured = remembered if remembered is not None else load.process / running if running else 0.0
         costs = generators[1].added / joining if generators is not None else 0.0
-        session_cores = max(measured, remembered or 0.0, costs)
+        session_cores = max(measured, costs)
         this_server = max(load.process, running * session_cores)
         after = (load.busy - load.process + this_server + joining * session_cores) / load.cores
         return MachineOutlook(load=load, session_cores=session_cores, joining=joining, after=after)
