@@ -34,8 +34,8 @@ from streaming_model.pool import GeneratorLoad, MeasuredPool, WorkerPool
 class MachineOutlook(msgspec.Struct, frozen=True, kw_only=True):
     """The machine's load now (``MachineLoad``), what one session of this server costs in cores (the
     higher of: what one measurably cost lately, or its CPU per running session now before that is known,
-    and the newcomers' warm-up costs), and the share of the machine's cores busy with ``joining`` more sessions (``after``),
-    this server's running sessions counted at that cost too."""
+    and the newcomers' warm-up costs), and the share of the machine's cores busy with ``joining`` more
+    sessions (``after``), this server's running sessions counted at that cost too."""
 
     load: MachineLoad
     session_cores: float
