@@ -207,9 +207,9 @@ class CpuWatch(OnLoop):
         self._readings: list[Reading] = []
         # (at, machine busy seconds, process seconds, sessions) of the readings in the window, and one older
         self._times: collections.deque[tuple[float, float, float, int]] = collections.deque()
-        # (at, cores per session) of the windows in the last memory_s whose count of sessions held still
+        # (at, cores per session) of the windows in the last memory_s whose count of sessions held still,
+        # or, none that recent, of the last such window
         self._costs: collections.deque[tuple[float, float]] = collections.deque()
-        self._last_cost: float | None = None
 
     def by_kind(self) -> dict[str, tuple[float, float]]:
         """``ThreadTotals.by_kind`` as of now: a reading is taken for it (on the loop's thread, as the
@@ -235,9 +235,8 @@ class CpuWatch(OnLoop):
         at, _, process, sessions = self._times[-1]
         then, _, process_then, _ = self._times[0]
         if sessions and at - then >= self.window_s and all(t[3] == sessions for t in self._times):
-            self._last_cost = (process - process_then) / (at - then) / sessions
-            self._costs.append((at, self._last_cost))
-        while self._costs and self._costs[0][0] < at - self.memory_s:
+            self._costs.append((at, (process - process_then) / (at - then) / sessions))
+        while len(self._costs) > 1 and self._costs[0][0] < at - self.memory_s:
             self._costs.popleft()
 
     def session_cores(self) -> float | None:
@@ -245,7 +244,7 @@ class CpuWatch(OnLoop):
         last ``memory_s``, nine windows in ten no more (``COST_QUANTILE``); or, none there, in the last
         such window; None before any."""
         if not self._costs:
-            return self._last_cost
+            return None
         costs = sorted(c for _, c in self._costs)
         return costs[round(COST_QUANTILE * (len(costs) - 1))]
 

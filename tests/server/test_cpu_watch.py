@@ -186,9 +186,9 @@ async def test_what_a_session_cost_is_remembered_from_windows_whose_sessions_hel
     watch = CpuWatch(every_s=0.05, window_s=0.3, memory_s=1.5, sessions=lambda: sessions[0] or next(counts))
     watch.start()
     ran: dict[str, float] = {}
+    stop = threading.Event()
     try:
         # The number of sessions changes at every reading: no window prices them, busy or not.
-        stop = threading.Event()
         spinner = spin("lane-0", stop, ran)
         await asyncio.sleep(0.6)
         assert watch.session_cores() is None
