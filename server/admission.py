@@ -60,17 +60,20 @@ class Admission:
         """The machine's load now and with ``joining`` more sessions than the ``live`` ones (those the
         generators do not count yet, being built, join too); None where it is not measured (no /proc, no
         watch or one not started). Measured whatever ``Limits.admission`` says (``/metrics``)."""
-        load = self.cpu.machine() if self.cpu is not None else None
-        return self._outlook(load, live, joining) if load is not None else None
+        if self.cpu is None or (load := self.cpu.machine()) is None:
+            return None
+        return self._outlook(load, live, joining, self.cpu.session_cores())
 
     def _outlook(
         self,
         load: MachineLoad,
         live: int,
         joining: int,
+        remembered: float | None,
         generators: tuple[GeneratorLoad, GeneratorLoad] | None = None,
     ) -> MachineOutlook:
-        """``generators``: the pool's load now and with ``joining`` more, where the caller has them."""
+        """``remembered``: what a session measurably cost (``CpuWatch.session_cores``); ``generators``: the
+        pool's load now and with ``joining`` more, where the caller has them."""
         if generators is None:
             now = self.load(0)
             joining += max(0, live - now.sessions) if now is not None else 0
@@ -79,7 +82,6 @@ class Admission:
         running = generators[0].sessions if generators is not None else live
         # What sessions cost over windows in which they neither came nor went; until one is known, the
         # share now (which counts a session that just left, and not yet one that just came).
-        remembered = self.cpu.session_cores() if self.cpu is not None else None
         measured = remembered if remembered is not None else load.process / running if running else 0.0
         costs = generators[1].added / joining if generators is not None else 0.0
         session_cores = max(measured, costs)
@@ -144,12 +146,13 @@ class Admission:
         workers, limits = self.workers, self.limits
         load = workers.load(0)
         machine = self.cpu.machine() if self.cpu is not None and limits.admission == "measured" else None
+        remembered = self.cpu.session_cores() if machine is not None and self.cpu is not None else None
 
         def fits(joining: int) -> bool:
             later = workers.load(joining)
             return later.after <= limits.generator_busy_max and (
                 machine is None
-                or self._outlook(machine, load.sessions, joining, (load, later)).after
+                or self._outlook(machine, load.sessions, joining, remembered, (load, later)).after
                 <= limits.machine_busy_max
             )
 
