@@ -47,6 +47,7 @@ def _load(files: list[Path]) -> dict[str, np.ndarray]:
     if scene is not None:
         for p in parts:
             p.setdefault("scene", np.zeros((*p["action"].shape, scene.shape[-1]), scene.dtype))
+            p.setdefault("parts", np.zeros_like(p["masks"]))  # today's world shows neither lamp nor door
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "reference"}
 
 
@@ -90,9 +91,13 @@ class Batcher:
         focus_prob: float = 0.0,
         change_prob: float = 0.0,
         change_weight: float = 0.0,
+        part_weight: float = 0.0,
     ) -> None:
         self.cfg, self.d, self.ref = cfg, data, reference
         self.change_weight = change_weight
+        if part_weight and "parts" not in data:
+            raise ValueError("a part weight needs shards with a scene's parts: rebuild them (dit_data --scene)")
+        self.part_weight = part_weight
         self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
         # Onsets of the focus actions and, with a scene, its changes (a chunk whose context shows the old
         # scene must read the new one from its inputs), (episode, chunk), where a whole sequence fits with
@@ -146,6 +151,8 @@ class Batcher:
         x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
         tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
         tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
+        if self.part_weight:  # the lamp's and the door's tokens, wherever they show
+            tok_w += self.part_weight * torch.from_numpy(self.d["parts"][idx].astype(np.float32))
         if self.change_weight:  # where the scene just changed, the tokens that changed most
             fresh = torch.from_numpy(self.after_change[idx]).float()[..., None]
             tok_w += self.change_weight * self.changed_tokens(ep, start, x0) * fresh

@@ -22,6 +22,7 @@ from ..codec import Codec, to_pixels
 from ..loading import CODEC_PATH, load_codec
 from ..world.episodes import random_episode, reference_chunk
 from ..world.palette import NUM_IDENTITIES
+from ..world.scenery import part_cover
 from .common import add_device_args, autocast
 from .pixels import character_pixels, face_pixels
 
@@ -44,6 +45,14 @@ def token_mask(frames: np.ndarray, scenery: np.ndarray | None = None, patch_px: 
     handled by it) touch this token's pixels. ``scenery``: the same frames without either
     (``render_scenery``), else today's background."""
     return _blocks(character_pixels(frames, scenery), patch_px)
+
+
+def parts_mask(lamp_show: np.ndarray, door_show: np.ndarray, patch_px: int = 16) -> np.ndarray:
+    """(..., 4) presences per frame of chunks -> (..., 64) bool: does the lamp or the door cover any of this
+    token's pixels in the chunk (``scenery.part_cover``). The scenery that ``token_mask`` compares frames
+    with draws them, so without this they weigh as the sky."""
+    cover = part_cover(lamp_show.reshape(-1), door_show.reshape(-1))
+    return _blocks(cover.reshape(*lamp_show.shape, *cover.shape[1:]), patch_px)
 
 
 def face_mask(frames: np.ndarray, light: np.ndarray | None = None, patch_px: int = 16) -> np.ndarray:
@@ -70,14 +79,17 @@ def reference_latents(codec: Codec) -> np.ndarray:
 
 def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path, scene: bool = False) -> None:
     """Render and encode one shard (in groups of 10 worlds to bound memory); ``scene``: worlds with a
-    changing scene, whose choices the shard keeps as ``scene`` (token masks then compare each frame with
-    its scene drawn alone, and the face is found with the light divided out)."""
-    lat, masks, faces, codes, ids, scenes = [], [], [], [], [], []
+    changing scene, whose choices the shard keeps as ``scene`` and the tokens its lamp and door cover as
+    ``parts`` (token masks then compare each frame with its scene drawn alone, and the face is found with
+    the light divided out)."""
+    lat, masks, faces, codes, ids, scenes, parts = [], [], [], [], [], [], []
     for g in range(0, episodes, 10):
         ep = random_episode(seed * 1000 + g, min(10, episodes - g), chunks, scene=scene, scenery=scene)
+        n = ep.frames.shape[0]
         if ep.codes.scene is not None:
             scenes.append(ep.codes.scene)
-        n = ep.frames.shape[0]
+            lamp, door = (_per_chunk(ep.truth[f], chunks) for f in ("lamp_show", "door_show"))
+            parts.append(parts_mask(lamp, door).reshape(n, chunks, -1))
         ch = _per_chunk(ep.frames, chunks)
         alone = None if ep.scenery is None else _per_chunk(ep.scenery, chunks)
         light = _per_chunk(ep.truth["light"], chunks) if scene else None
@@ -90,6 +102,7 @@ def build_shard(codec: Codec, seed: int, episodes: int, chunks: int, path: Path,
     arrays: dict[str, Any] = {f: np.concatenate([c[f] for c in codes]) for f in FIELDS}
     if scenes:
         arrays["scene"] = np.concatenate(scenes)
+        arrays["parts"] = np.concatenate(parts)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
         tmp,

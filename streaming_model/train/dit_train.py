@@ -10,7 +10,8 @@ Recipe (from the failed first try in shared/ENVIRONMENT.md):
   what the streaming cache gives at inference;
 - context chunks noised to a random small level (the model is told the level) against drift;
 - extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x), and on an
-  action's first chunks (4x), where its parameters show; a quarter of the sequences placed on onsets of
+  action's first chunks (4x), where its parameters show; with a scene, optionally on the tokens its lamp
+  and door cover (``--part-weight``) or that a change of scene moved (``--change-weight``); a quarter of the sequences placed on onsets of
   actions the model is slow to learn (``--focus``, by default turn, whose direction depends on the facing
   before it); bf16 autocast where the device computes bf16 natively (`common.bf16`), else fp32; AdamW
   with warmup; EMA weights.
@@ -165,6 +166,12 @@ def _add_sampling_args(ap: argparse.ArgumentParser) -> None:
         default=0.0,
         help="with a scene: extra loss weight on the tokens that changed most in a change's first chunks",
     )
+    ap.add_argument(
+        "--part-weight",
+        type=float,
+        default=0.0,
+        help="with a scene: extra loss weight on the tokens the lamp and the door cover, wherever they show",
+    )
 
 
 def parse_args() -> argparse.Namespace:
@@ -257,6 +264,7 @@ def _batchers(args: argparse.Namespace, cfg: DiTConfig) -> tuple[Batcher, Batche
         args.focus_prob,
         args.change_prob,
         args.change_weight,
+        part_weight=args.part_weight,
     )
     return train_b, Batcher(cfg, shards.val, shards.reference)
 

@@ -40,6 +40,14 @@ RAIN_ALPHA, SNOW_ALPHA = 0.8, 1.0
 _COLS = np.arange(FRAME_SIZE)
 _ROWS = np.arange(FRAME_SIZE)
 
+LAMP_RECTS = (
+    (LAMP_TOP, LAMP_HEAD_BOTTOM, LAMP_LEFT, LAMP_RIGHT),
+    (LAMP_HEAD_BOTTOM + 1, FLOOR_ROW - 1, POST_LEFT, POST_RIGHT),
+)
+"""The lamp's head and post: rows and columns, inclusive."""
+DOOR_RECT = (DOOR_TOP, FLOOR_ROW - 1, DOOR_LEFT, DOOR_RIGHT)
+"""The door's frame (its leaf and doorway inside it): rows and columns, inclusive."""
+
 
 def _texture(seed: int, cell: tuple[int, int], length: int, width: int) -> np.ndarray:
     """(PERIOD, 128): for each pixel the draw (in [0, 1)) of the streak or flake covering it, 2 where
@@ -97,10 +105,10 @@ def draw_background(s, base: np.ndarray) -> np.ndarray:
             cover = (tex[rows] < strength[:, None, None]) * alpha  # (N, rows, 128)
             sky += cover[..., None] * (color - sky)
     if s.lamp_show.any():
-        _rect(back, s.lamp_show, P.DOOR_FRAME, LAMP_TOP, LAMP_HEAD_BOTTOM, LAMP_LEFT, LAMP_RIGHT)
-        _rect(back, s.lamp_show, P.DOOR_FRAME, LAMP_HEAD_BOTTOM + 1, FLOOR_ROW - 1, POST_LEFT, POST_RIGHT)
+        for rect in LAMP_RECTS:
+            _rect(back, s.lamp_show, P.DOOR_FRAME, *rect)
     if s.door_show.any():
-        _rect(back, s.door_show, P.DOOR_FRAME, DOOR_TOP, FLOOR_ROW - 1, DOOR_LEFT, DOOR_RIGHT)
+        _rect(back, s.door_show, P.DOOR_FRAME, *DOOR_RECT)
         seen = np.round(LEAF_OPEN_W + (LEAF_RIGHT - LEAF_LEFT + 1 - LEAF_OPEN_W) * (1.0 - s.door_open))
         leaf = _COLS[None, :] > LEAF_RIGHT - seen[:, None]  # (N, 128): the leaf hangs on the right
         inside = np.where(leaf[:, None, :, None], P.DOOR_LEAF, P.DOORWAY)  # (N, 1, 128, 3)
@@ -109,6 +117,17 @@ def draw_background(s, base: np.ndarray) -> np.ndarray:
         shown = _shown(s.door_show, rows, cols)
         back[:, rows, cols] = np.where(shown, inside[:, :, cols], back[:, rows, cols])
     return back
+
+
+def part_cover(lamp_show: np.ndarray, door_show: np.ndarray) -> np.ndarray:
+    """(N, 128, 128) bool: the pixels the lamp and the door cover at these presences (N,), as
+    ``draw_background`` draws them (the ball is found with the character; the weather covers the sky)."""
+    cover = np.zeros((len(lamp_show), FRAME_SIZE, FRAME_SIZE), bool)
+    for presence, rects in ((lamp_show, LAMP_RECTS), (door_show, (DOOR_RECT,))):
+        for r0, r1, c0, c1 in rects:
+            rows, cols = slice(r0, r1 + 1), slice(c0, c1 + 1)
+            cover[:, rows, cols] |= _shown(presence, rows, cols)[..., 0]
+    return cover
 
 
 def _shown(presence: np.ndarray, rows: slice, cols: slice) -> np.ndarray:

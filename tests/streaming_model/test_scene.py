@@ -11,6 +11,7 @@ from streaming_model.manifest import ACTION_INDEX, SCENE, SCENE_ACTIONS, build_m
 from streaming_model.world.episodes import Episode, random_codes, random_episode, simulate
 from streaming_model.world.palette import SKY
 from streaming_model.world.scene import BALL_HOME, DOOR_STAND_X
+from streaming_model.world.scenery import draw_background, part_cover
 from streaming_model.world.state import initial_state
 
 WORLD = build_manifest(scene=True)
@@ -149,3 +150,18 @@ def test_the_character_stands_idle_through_about_half_of_the_scenes_own_changes(
 def test_scene_episodes_are_reproducible() -> None:
     a, b = random_episode(2, 2, 6, scene=True), random_episode(2, 2, 6, scene=True)
     assert np.array_equal(a.frames, b.frames) and a.codes.scene is not None
+
+
+def test_the_parts_cover_is_exactly_where_the_lamp_and_the_door_are_drawn() -> None:
+    s = initial_state(np.zeros(4, np.int64))
+    s.lamp_show[:] = [1.0, 0.4, 0.0, 0.0]  # standing, rising from the floor, gone
+    s.door_show[:] = [0.0, 1.0, 0.3, 0.0]
+    s.door_open[:] = [0.0, 0.5, 1.0, 0.0]
+    base = np.full((128, 128, 3), -1.0, np.float32)  # no colour the scene paints
+    drawn = (draw_background(s, base) != base).any(-1)
+    cover = part_cover(s.lamp_show, s.door_show)
+    assert np.array_equal(cover, drawn)
+    assert cover[0].any() and cover[1].sum() > cover[2].sum() > 0 and not cover[3].any()
+    # An object rising from the floor shows its lowest rows first.
+    rows = np.flatnonzero(cover[2].any(-1))
+    assert rows.max() == 107 and rows.min() > 34

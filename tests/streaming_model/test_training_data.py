@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from streaming_model.condition import SCENE_DIM
@@ -13,7 +14,7 @@ from streaming_model.dit import with_scene
 from streaming_model.loading import load_codec, load_dit
 from streaming_model.manifest import SCENE
 from streaming_model.train.dit_batches import ONSET_WEIGHT, SEQ, Batcher, Shards, sample_levels
-from streaming_model.train.dit_data import build_shard, face_mask, token_mask
+from streaming_model.train.dit_data import build_shard, face_mask, parts_mask, token_mask
 from streaming_model.train.dit_train import loss_on
 from streaming_model.world.episodes import Episode, reference_chunk
 from tests.support.shard_arrays import night_falls
@@ -62,6 +63,7 @@ def test_scene_shards_keep_their_scene_and_a_grown_transformer_trains_on_them(tm
     shards = Shards(tmp_path / "scene", plain=tmp_path / "plain")
     assert shards.train["scene"].shape == (3, SEQ + 2, len(SCENE))  # a choice per scene part
     assert shards.train["scene"][:2].any() and not shards.train["scene"][2].any()  # today's world: defaults
+    assert shards.train["parts"].shape == (3, SEQ + 2, 64) and not shards.train["parts"][2].any()
     model = with_scene(load_dit()[0])
     batcher = Batcher(model.cfg, shards.train, shards.reference)
     batch = batcher.batch(torch.Generator().manual_seed(0), 2)
@@ -111,3 +113,34 @@ def test_with_a_change_weight_the_tokens_a_change_of_scene_moved_weigh_more_in_i
     extra = with_w - without
     assert extra.min() == 0.0 and extra.max() > 0.0
     assert (extra.sum((0, 1)) > 0).nonzero().flatten().tolist() == [corner]
+
+
+def test_the_parts_mask_holds_the_tokens_of_the_lamp_and_the_door_while_they_show() -> None:
+    shows = np.zeros((3, 4))
+    shows[1] = 1.0  # standing through the chunk
+    shows[2, 3] = 0.2  # rising from the floor in its last frame
+    lamp = parts_mask(shows, np.zeros((3, 4)))
+    door = parts_mask(np.zeros((3, 4)), shows)
+    assert not lamp[0].any() and not door[0].any()
+    assert set(np.flatnonzero(lamp[1]) % 8) == {0} and set(np.flatnonzero(door[1]) % 8) == {
+        6,
+        7,
+    }  # left, right
+    assert 0 < door[2].sum() < door[1].sum()  # its lowest tokens first
+
+
+def test_with_a_part_weight_the_lamps_and_the_doors_tokens_weigh_more_wherever_they_show() -> None:
+    data = night_falls()
+    data["parts"][0, 10:, 63] = True  # from chunk 10 on, something stands in the bottom right token
+    cfg = with_scene(load_dit()[0]).cfg
+    ref = np.zeros((8, 16, 16, 16), np.float32)
+    gen_a, gen_b = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    weighed = Batcher(cfg, data, ref, part_weight=4.0)
+    with_w = torch.cat([weighed.batch(gen_a, 16)["weight"] for _ in range(4)])
+    without = torch.cat([Batcher(cfg, data, ref).batch(gen_b, 16)["weight"] for _ in range(4)])
+    extra = with_w - without
+    assert extra.min() == 0.0 and extra.max() > 0.0
+    assert (extra.sum((0, 1)) > 0).nonzero().flatten().tolist() == [63]
+    del data["parts"]
+    with pytest.raises(ValueError, match="rebuild them"):
+        Batcher(cfg, data, ref, part_weight=4.0)

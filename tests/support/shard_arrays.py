@@ -16,6 +16,7 @@ def night_falls(episodes: int = 2, chunks: int = 24) -> dict[str, np.ndarray]:
         "latents": np.zeros((episodes, chunks, 16, 16, 16), np.float16),
         "masks": np.zeros((episodes, chunks, 64), bool),
         "faces": np.zeros((episodes, chunks, 64), bool),
+        "parts": np.zeros((episodes, chunks, 64), bool),  # neither lamp nor door
         "identity": np.zeros(episodes, np.int64),
         "action": np.zeros((episodes, chunks), np.int64),  # idle throughout: no action onset but the first
         "emotion": np.zeros((episodes, chunks), np.int64),
