@@ -96,7 +96,9 @@ class Batcher:
         self.cfg, self.d, self.ref = cfg, data, reference
         self.change_weight = change_weight
         if part_weight and "parts" not in data:
-            raise ValueError("a part weight needs shards with a scene's parts: rebuild them (dit_data --scene)")
+            raise ValueError(
+                "a part weight needs shards with a scene's parts: rebuild them (dit_data --scene)"
+            )
         self.part_weight = part_weight
         self.mask = teacher_forcing_mask(cfg.window, SEQ, cfg.tokens)
         # Onsets of the focus actions and, with a scene, its changes (a chunk whose context shows the old

@@ -35,7 +35,17 @@ SCENE_ACTION_WEIGHTS = {
     "put_down": 0.05,
     "throw": 0.06,
 }
-SCENE_TRUTH_FIELDS = ("rain", "snow", "lamp_show", "door_show", "door_open", "ball_show", "ball_x", "ball_y", "held")
+SCENE_TRUTH_FIELDS = (
+    "rain",
+    "snow",
+    "lamp_show",
+    "door_show",
+    "door_open",
+    "ball_show",
+    "ball_x",
+    "ball_y",
+    "held",
+)
 TRUTH_FIELDS = (
     "x",
     "facing",
