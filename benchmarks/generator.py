@@ -21,6 +21,8 @@ The paths, each its own session on the same script and seed:
 - ``1 step fused``, ``1 step int8 fused``: the same with each chunk written to the cache in the pass that
   generates the next (``commit_pass="fused"``, ``streaming_model.passes``: its commit's time is in
   ``gen``); every other path commits in a pass of its own (``apart``);
+- ``1 step fused slim``, ``1 step int8 fused slim`` (with ``--slim-codec PATH``): the same on a codec whose
+  decoder has no residual block per frame (``codec_train --slim``);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -181,6 +183,7 @@ def main() -> None:
     ap.add_argument("--naive-chunks", type=int, default=300)
     ap.add_argument("--dit", type=Path, default=DIT_PATH)
     ap.add_argument("--codec", type=Path, default=CODEC_PATH)
+    ap.add_argument("--slim-codec", type=Path, help="a codec with a cheaper decoder (codec_train --slim)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
@@ -206,6 +209,15 @@ def main() -> None:
         Lane("1 step int8 fused", session(1, "int8", "fused"), n),
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
+    if args.slim_codec is not None:
+        slim = Generator.load(args.dit, args.slim_codec)
+        slims: tuple[tuple[Linears, str], ...] = (
+            ("float", "1 step fused slim"),
+            ("int8", "1 step int8 fused slim"),
+        )
+        for linears, name in slims:
+            s = slim.open_session(identity=1, seed=0, steps=1, linears=linears, commit_pass="fused")
+            paths.insert(-1, Lane(name, s, n))
     t0 = time.perf_counter()
     run(paths, script(n))
     wall = time.perf_counter() - t0
@@ -216,14 +228,14 @@ def main() -> None:
         f"budget {BUDGET_MS:.1f} ms per chunk, paths in turns, {wall:.0f} s"
     )
     print(
-        f"{'path':<17} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
+        f"{'path':<22} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
         f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'frames':>7} "
         f"{'frames p99':>10} {'maint ms':>9} "
         f"{'RSS MiB':>15}"
     )
     for name, r in results.items():
         print(
-            f"{name:<17} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+            f"{name:<22} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
             f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
             f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
             f"{r['decode_ms']:>7.1f} {r['frames_ms']:>7.1f} {r['frames_p99_ms']:>10.1f} {r['maint_ms']:>9.3f} "

@@ -27,6 +27,9 @@ class CodecConfig(msgspec.Struct, frozen=True):
     c3: int = 128  # 16x16, per frame
     mix: int = 192  # 16x16, all frames folded
     voice_taps: int = 0  # voice values per frame the decoder reads (this frame's and those before); 0: none
+    frame_res: bool = True
+    """Whether the decoder has a residual block at 32x32 per frame: a third of its work on a CPU; a decoder
+    without (``codec_train --slim``) is that much cheaper."""
 
 
 class ResBlock(nn.Module):
@@ -83,7 +86,7 @@ class Decoder(nn.Module):
         self.frame = nn.Sequential(
             nn.SiLU(),
             nn.ConvTranspose2d(cfg.c3, cfg.c2, 4, stride=2, padding=1),
-            ResBlock(cfg.c2),
+            ResBlock(cfg.c2) if cfg.frame_res else nn.Identity(),  # in place, so the layers keep their names
             nn.SiLU(),
             nn.ConvTranspose2d(cfg.c2, cfg.c1, 4, stride=2, padding=1),
             nn.SiLU(),

@@ -31,6 +31,13 @@ those shards:
         --encoder checkpoints/codec_scene_anchored/codec.safetensors --face-weight 8 --minutes 20
 
 keeps that codec's encoder and scale (frozen) and trains its decoder, into checkpoints/codec_scene/.
+
+    nice -n 19 python -m streaming_model.train.codec_train --slim --face-weight 8 --minutes 40
+
+teaches a cheaper decoder (``CodecConfig.frame_res`` off: no residual block per frame at 32x32, a third
+of the decoder's work) the shipped codec's latents, from the shipped decoder's other layers, its encoder,
+scale and voice taps kept (frozen), into checkpoints/codec_slim/ (its codec.safetensors beside the
+checkpoint: serve it with ``--backend-option codec=PATH``, judge it with ``onstage eval``).
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ CKPT_DIR = Path("checkpoints/codec")
 VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
 SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
 ANCHORED_CKPT_DIR = Path("checkpoints/codec_scene_anchored")
+SLIM_CKPT_DIR = Path("checkpoints/codec_slim")
 
 
 def character_weight(char: torch.Tensor, face_px: torch.Tensor, face: float = 0.0) -> torch.Tensor:
@@ -134,6 +142,12 @@ def _add_lesson_args(ap: argparse.ArgumentParser) -> None:
         help="with --decoder-only or --scene: the codec whose encoder and latent scale are kept (and whose "
         "decoder is trained on), e.g. an anchored codec the transformer's latents were encoded with",
     )
+    ap.add_argument(
+        "--slim",
+        action="store_true",
+        help=f"a decoder without its per-frame residual block, from that codec's (implies --decoder-only; "
+        f"into {SLIM_CKPT_DIR})",
+    )
 
 
 def parse_args() -> argparse.Namespace:
@@ -157,7 +171,7 @@ def build_model(
 ) -> tuple[Codec, Codec | None, dict | None]:
     """The codec to train (resumed, or started from the shipped one where the encoder must stay close to
     it), the frozen shipped codec that anchors it, and the checkpoint resumed from."""
-    model = Codec(CodecConfig(voice_taps=taps))
+    model = Codec(CodecConfig(voice_taps=taps, frame_res=not args.slim))
     ck = load_checkpoint(args.ckpt_dir / "ckpt.pt")
     if ck is not None:
         model.load_state_dict(ck["model"])
@@ -182,15 +196,19 @@ def _configure(args: argparse.Namespace) -> tuple[int, bool]:
     """The voice taps the decoder reads and whether the encoder trains anchored; settles ``args.device``,
     ``args.decoder_only`` and ``args.ckpt_dir`` (made) from the options that imply them."""
     args.device = torch.device(args.device)
-    # The scene is taught to a decoder that reads the voice (the shipped one's heir): keep its taps.
-    taps = args.voice_taps or (load_codec(args.encoder).cfg.voice_taps if args.scene else 0)
+    # The scene, or a slim decoder, is taught to a decoder that reads the voice (the shipped one's heir):
+    # keep its taps.
+    heir = args.scene or args.slim
+    taps = args.voice_taps or (load_codec(args.encoder).cfg.voice_taps if heir else 0)
     anchored = args.scene and args.anchor > 0
-    args.decoder_only = (args.decoder_only or taps > 0 or args.scene) and not anchored
+    args.decoder_only = (args.decoder_only or taps > 0 or heir) and not anchored
     args.ckpt_dir = (
         ANCHORED_CKPT_DIR
         if anchored
         else SCENE_CKPT_DIR
         if args.scene
+        else SLIM_CKPT_DIR
+        if args.slim
         else VOICE_CKPT_DIR
         if taps
         else CKPT_DIR
@@ -332,14 +350,15 @@ def _checkpoint(run: _Training, args: argparse.Namespace, prog: Progress) -> Non
 def _export_trained(
     run: _Training, args: argparse.Namespace, prog: Progress, val: torch.Tensor, anchored: bool
 ) -> None:
-    """Export the trained codec (with --scene beside its checkpoint, else as the shipped one)."""
+    """Export the trained codec (with --scene or --slim beside its checkpoint, else as the shipped one)."""
     info = {
         "steps": run.step,
         "train_minutes": round(prog.elapsed() / 60, 1),
         "psnr_log": run.psnr_log[-20:],
         "hardware": hardware(args.device),
     }
-    out = args.ckpt_dir / "codec.safetensors" if args.scene else WEIGHTS_DIR / "codec.safetensors"
+    beside = args.scene or args.slim
+    out = args.ckpt_dir / "codec.safetensors" if beside else WEIGHTS_DIR / "codec.safetensors"
     scale = export(run.model, val, info, rescale=not (args.decoder_only or anchored), path=out)
     print(f"exported codec, latent scale {scale:.4f}", flush=True)
 

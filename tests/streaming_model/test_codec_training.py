@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from streaming_model.loading import load_codec
+from streaming_model.loading import CODEC_PATH, load_codec
 from streaming_model.scene_probes import measure_scene
 from streaming_model.train.codec_data import POOL_CHUNKS, POOL_WORLDS, ChunkPool, voiced_chunks
 from streaming_model.train.codec_train import build_model, character_weight, export
@@ -74,7 +74,7 @@ def test_a_decoder_taught_alone_keeps_the_encoder_and_scale_it_was_given_frozen(
     val = torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8)
     export(given, val, {}, rescale=False, path=tmp_path / "given.safetensors")
     args = argparse.Namespace(
-        ckpt_dir=tmp_path, decoder_only=True, encoder=tmp_path / "given.safetensors", device="cpu"
+        ckpt_dir=tmp_path, decoder_only=True, encoder=tmp_path / "given.safetensors", device="cpu", slim=False
     )
     model, anchor, resumed = build_model(args, taps=given.cfg.voice_taps, anchored=False)
     assert anchor is None and resumed is None
@@ -87,3 +87,39 @@ def test_a_decoder_taught_alone_keeps_the_encoder_and_scale_it_was_given_frozen(
     assert torch.equal(model.decoder.state_dict()[first], saved.decoder.state_dict()[first])
     assert not torch.equal(model.decoder.state_dict()[first], load_codec().decoder.state_dict()[first])
     assert all(p.requires_grad for p in model.decoder.parameters())
+
+
+def test_a_slim_decoder_starts_from_the_shipped_decoders_other_layers_and_does_a_third_less_work(
+    tmp_path: Path,
+) -> None:
+    args = argparse.Namespace(
+        ckpt_dir=tmp_path, decoder_only=True, encoder=CODEC_PATH, device="cpu", slim=True
+    )
+    shipped = load_codec()
+    model, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
+    assert not model.cfg.frame_res and isinstance(model.decoder.frame[2], torch.nn.Identity)
+    kept = model.decoder.state_dict()
+    dropped = [k for k in shipped.decoder.state_dict() if k not in kept]
+    assert dropped and all(k.startswith("frame.2.") for k in dropped)  # the per-frame residual block alone
+    assert all(torch.equal(v, shipped.decoder.state_dict()[k].float()) for k, v in kept.items())
+    macs = {"shipped": 0, "slim": 0}
+
+    def count(name: str):
+        def hook(layer: torch.nn.Module, inputs: tuple[torch.Tensor], out: torch.Tensor) -> None:
+            assert isinstance(layer, torch.nn.Conv2d | torch.nn.ConvTranspose2d)
+            taps = layer.kernel_size[0] * layer.kernel_size[1]
+            if isinstance(layer, torch.nn.ConvTranspose2d):  # each input value meets every output channel
+                macs[name] += inputs[0].numel() * layer.out_channels * taps
+            else:
+                macs[name] += out.numel() * layer.in_channels * taps
+
+        return hook
+
+    z = torch.zeros(1, 16, 16, 16)
+    for name, codec in (("shipped", shipped), ("slim", model)):
+        for layer in codec.decoder.modules():
+            if isinstance(layer, torch.nn.Conv2d | torch.nn.ConvTranspose2d):
+                layer.register_forward_hook(count(name))
+        with torch.inference_mode():
+            assert codec.decode(z).shape == (1, 4, 3, 128, 128)
+    assert 0.55 < macs["slim"] / macs["shipped"] < 0.7
