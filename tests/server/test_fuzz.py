@@ -32,7 +32,7 @@ from server.client import SessionClient
 from server.limits import Limits
 from server.sessions import SessionFactory
 from streaming_model.manifest import build_manifest
-from tests.support import fuzzing
+from tests.support import fuzz_messages, fuzzing
 from tests.support.fuzz_session import LEAK_MARKERS, ROOT, FuzzFeeder, judge
 from tests.support.playing import play_plan
 
@@ -92,7 +92,7 @@ def test_any_binary_frame_decodes_to_pcm_or_a_protocol_error(frame: bytes) -> No
 
 
 @IN_PROCESS
-@given(fuzzing.plan_objects(tame=True))
+@given(fuzz_messages.plan_objects(tame=True))
 def test_any_plan_is_refused_with_its_field_named_or_plays(plan: dict) -> None:
     try:
         play_plan(plan)
