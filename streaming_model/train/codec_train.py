@@ -171,19 +171,21 @@ def build_model(
 ) -> tuple[Codec, Codec | None, dict | None]:
     """The codec to train (resumed, or started from the shipped one where the encoder must stay close to
     it), the frozen shipped codec that anchors it, and the checkpoint resumed from."""
-    model = Codec(CodecConfig(voice_taps=taps, frame_res=not args.slim))
+    # A decoder taught on keeps the shape of the one it starts from (unless --slim makes it cheaper).
+    base = load_codec(args.encoder) if args.decoder_only else load_codec() if anchored else None
+    frame_res = not args.slim and (base is None or base.cfg.frame_res)
+    model = Codec(CodecConfig(voice_taps=taps, frame_res=frame_res))
     ck = load_checkpoint(args.ckpt_dir / "ckpt.pt")
     if ck is not None:
         model.load_state_dict(ck["model"])
         print(f"resumed at step {ck['step']}, {ck['elapsed'] / 60:.1f} min trained", flush=True)
-    if args.decoder_only:  # this encoder and scale made the transformer's latents: keep them exact
-        base = load_codec(args.encoder)
+    if base is not None and args.decoder_only:  # this encoder and scale made the transformer's latents
         if ck is None:  # start from its decoder (new voice layers start at zero)
             model.decoder.load_state_dict(base.decoder.state_dict(), strict=False)
         model.encoder.load_state_dict(base.encoder.state_dict())
         model.scale.copy_(base.scale)
         model.encoder.requires_grad_(False)
-    anchor = load_codec() if anchored else None  # the shipped encoder, which made the transformer's latents
+    anchor = base if anchored else None  # the shipped encoder, which made the transformer's latents
     if anchor is not None:
         if ck is None:
             model.load_state_dict(anchor.state_dict())

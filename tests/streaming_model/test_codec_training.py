@@ -123,3 +123,14 @@ def test_a_slim_decoder_starts_from_the_shipped_decoders_other_layers_and_does_a
         with torch.inference_mode():
             assert codec.decode(z).shape == (1, 4, 3, 128, 128)
     assert 0.55 < macs["slim"] / macs["shipped"] < 0.7
+    # A decoder taught on from a slim codec (the scene's lesson, say) stays slim.
+    export(
+        model,
+        torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8),
+        {},
+        rescale=False,
+        path=tmp_path / "s.safetensors",
+    )
+    args.slim, args.encoder, args.ckpt_dir = False, tmp_path / "s.safetensors", tmp_path / "on"
+    heir, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
+    assert not heir.cfg.frame_res
