@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import resample_poly
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, scripts/: the repository's
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the repository's
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # the sound set's set-up script
 
 from events.ears import Ears, EarsConfig
 from events.hearing import Hearing
 from events.stamp import Stamper
 from events.vad import VadConfig
 from events.vocabulary import EndOfTurn
-from scripts.build_sound_set import decode, unpack
 from server.sessions import server_turn
 from tests.support import sound_set
 
@@ -74,6 +74,8 @@ def longest_pause_ms(audio: np.ndarray) -> int:
 
 def prompts(cache: Path, limit: int | None) -> dict[str, np.ndarray]:
     """The prompts that have a pause inside them, by name."""
+    from build_sound_set import decode, unpack  # scripts/, on the path above: set-up's, not the package's
+
     tree, _ = unpack(PACKAGE, cache)
     out: dict[str, np.ndarray] = {}
     for path in sorted((tree / PROMPTS).glob("*.g722")):
