@@ -184,6 +184,31 @@ class MachineLoad(msgspec.Struct, frozen=True, kw_only=True):
     process: float
 
 
+class CostMemory:
+    """What one session cost over windows (``note``), remembered for ``memory_s`` after each (the newest
+    always, however old), and the price a newcomer is judged by (``price``): nine windows in ten of those
+    remembered cost no more (``COST_QUANTILE``)."""
+
+    def __init__(self, memory_s: float = MEMORY_S) -> None:
+        self.memory_s = memory_s
+        self._costs: collections.deque[tuple[float, float]] = collections.deque()  # (at, cores per session)
+
+    def note(self, at: float, cost: float | None) -> None:
+        """A window ending at ``at``: what one session cost over it, or None where it priced nothing (its
+        number of sessions changed, or there were none); either way the time moves on to ``at``."""
+        if cost is not None:
+            self._costs.append((at, cost))
+        while len(self._costs) > 1 and self._costs[0][0] < at - self.memory_s:
+            self._costs.popleft()
+
+    def price(self) -> float | None:
+        """Cores per session, by ``COST_QUANTILE`` of the windows remembered; None before any."""
+        if not self._costs:
+            return None
+        costs = sorted(c for _, c in self._costs)
+        return costs[round(COST_QUANTILE * (len(costs) - 1))]
+
+
 class CpuWatch(OnLoop):
     """Readings every ``EVERY_S`` on the running loop (a few dozen small file reads) from ``start`` until
     ``stop``, their totals by kind of thread, a note, on demand, of where the CPU went since the older of
@@ -201,15 +226,12 @@ class CpuWatch(OnLoop):
     ) -> None:
         self.every_s = every_s
         self.window_s = window_s
-        self.memory_s = memory_s
         self.totals = ThreadTotals()
         self._sessions = sessions
         self._readings: list[Reading] = []
         # (at, machine busy seconds, process seconds, sessions) of the readings in the window, and one older
         self._times: collections.deque[tuple[float, float, float, int]] = collections.deque()
-        # (at, cores per session) of the windows in the last memory_s whose count of sessions held still,
-        # or, none that recent, of the last such window
-        self._costs: collections.deque[tuple[float, float]] = collections.deque()
+        self._costs = CostMemory(memory_s)
 
     def by_kind(self) -> dict[str, tuple[float, float]]:
         """``ThreadTotals.by_kind`` as of now: a reading is taken for it (on the loop's thread, as the
@@ -234,19 +256,14 @@ class CpuWatch(OnLoop):
         still all through it (a window in which one joined or left would price them wrong)."""
         at, _, process, sessions = self._times[-1]
         then, _, process_then, _ = self._times[0]
-        if sessions and at - then >= self.window_s and all(t[3] == sessions for t in self._times):
-            self._costs.append((at, (process - process_then) / (at - then) / sessions))
-        while len(self._costs) > 1 and self._costs[0][0] < at - self.memory_s:
-            self._costs.popleft()
+        held = sessions and at - then >= self.window_s and all(t[3] == sessions for t in self._times)
+        self._costs.note(at, (process - process_then) / (at - then) / sessions if held else None)
 
     def session_cores(self) -> float | None:
         """The cores one session measurably cost this process over a window (``window_s``) within the
         last ``memory_s``, nine windows in ten no more (``COST_QUANTILE``); or, none there, in the last
         such window; None before any."""
-        if not self._costs:
-            return None
-        costs = sorted(c for _, c in self._costs)
-        return costs[round(COST_QUANTILE * (len(costs) - 1))]
+        return self._costs.price()
 
     def machine(self) -> MachineLoad | None:
         """Cores busy from the last reading at least ``window_s`` old (or the oldest) until now; None

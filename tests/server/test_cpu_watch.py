@@ -15,7 +15,7 @@ import pytest
 
 from events.priority import lower_this_thread
 from server import cpu_watch
-from server.cpu_watch import CpuWatch, Reading, ThreadTotals, shares, thread_kind
+from server.cpu_watch import CostMemory, CpuWatch, Reading, ThreadTotals, shares, thread_kind
 from tests.support.serving import until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -180,31 +180,40 @@ def test_a_thread_that_ends_while_it_is_read_is_left_out_and_the_reading_goes_on
     assert reading is not None and set(reading.threads) == {tid}
 
 
-async def test_what_a_session_cost_is_remembered_from_windows_whose_sessions_held_still() -> None:
+async def test_a_window_whose_sessions_held_still_prices_them_and_one_whose_count_changed_does_not() -> None:
     counts = iter(range(10**6))
     sessions = [0]
-    watch = CpuWatch(every_s=0.05, window_s=0.3, memory_s=1.5, sessions=lambda: sessions[0] or next(counts))
+    watch = CpuWatch(every_s=0.05, window_s=0.3, sessions=lambda: sessions[0] or next(counts))
     watch.start()
     ran: dict[str, float] = {}
     stop = threading.Event()
     try:
         # The number of sessions changes at every reading: no window prices them, busy or not.
         spinner = spin("lane-0", stop, ran)
-        await asyncio.sleep(0.6)
+        await until(lambda: ran.get("lane-0", 0.0) > 0.3, timeout=20)
         assert watch.session_cores() is None
         # Two sessions all through a window: this process's CPU over it, per session.
         sessions[0] = 2
         await until(lambda: watch.session_cores() is not None, timeout=20)
-        await until(lambda: ran["lane-0"] > 1.0, timeout=20)
+        await until(lambda: ran.get("lane-0", 0.0) > 1.0, timeout=20)
+        assert (watch.session_cores() or 0.0) > 0.1  # of half a spinning core, what others left it
         stop.set()
         await asyncio.to_thread(spinner.join)
-        busy = watch.session_cores()
-        assert busy is not None and busy > 0.15  # half of a spinning core at least, less what others took
-        # Idle now, within the memory: still priced at what they took while busy.
-        await asyncio.sleep(0.5)
-        assert (watch.session_cores() or 0.0) > busy / 2
-        # Past the memory, the idle windows price them.
-        await until(lambda: (watch.session_cores() or 0.0) < busy / 2, timeout=20)
     finally:
         stop.set()
         await watch.stop()
+
+
+def test_what_a_session_cost_is_remembered_through_idle_windows_and_forgotten_past_the_memory() -> None:
+    memory = CostMemory(memory_s=10.0)
+    assert memory.price() is None
+    for at in range(5):  # busy windows
+        memory.note(at, 0.5)
+    for at in range(5, 9):  # idle ones, and some that priced nothing
+        memory.note(at, 0.0)
+        memory.note(at + 0.5, None)
+    assert memory.price() == 0.5  # nine windows in ten cost no more than a busy one did
+    memory.note(16.0, 0.0)  # the busy windows are more than 10 s old now
+    assert memory.price() == 0.0
+    memory.note(100.0, None)  # nothing priced for long: the newest window still stands
+    assert memory.price() == 0.0
