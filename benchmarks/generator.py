@@ -188,8 +188,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
 
-    def session(steps: int, linears: Linears = "float", commit_pass: CommitPass = "apart") -> Session:
-        return gen.open_session(identity=1, seed=0, steps=steps, linears=linears, commit_pass=commit_pass)
+    def session(
+        steps: int, linears: Linears = "float", commit_pass: CommitPass = "apart", on: Generator = gen
+    ) -> Session:
+        return on.open_session(identity=1, seed=0, steps=steps, linears=linears, commit_pass=commit_pass)
 
     def as_loaded(steps: int, mode: CacheMode = "write_time", whole: bool = True) -> Session:
         """A session on the fp32 model as loaded (weights cast by autocast on use), as before."""
@@ -211,13 +213,10 @@ def main() -> None:
     ]
     if args.slim_codec is not None:
         slim = Generator.load(args.dit, args.slim_codec)
-        slims: tuple[tuple[Linears, str], ...] = (
-            ("float", "1 step fused slim"),
-            ("int8", "1 step int8 fused slim"),
-        )
-        for linears, name in slims:
-            s = slim.open_session(identity=1, seed=0, steps=1, linears=linears, commit_pass="fused")
-            paths.insert(-1, Lane(name, s, n))
+        paths[-1:-1] = [
+            Lane("1 step fused slim", session(1, commit_pass="fused", on=slim), n),
+            Lane("1 step int8 fused slim", session(1, "int8", "fused", on=slim), n),
+        ]
     t0 = time.perf_counter()
     run(paths, script(n))
     wall = time.perf_counter() - t0

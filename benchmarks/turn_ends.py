@@ -37,6 +37,7 @@ from events.hearing import Hearing
 from events.stamp import Stamper
 from events.vad import VadConfig
 from events.vocabulary import EndOfTurn
+from server.demo_audio import trim
 from server.sessions import server_turn
 from tests.support import sound_set
 
@@ -53,9 +54,7 @@ ROOM_DB = -50.0
 
 def trimmed(audio: np.ndarray) -> np.ndarray:
     """The prompt from its first to its last sample within 40 dB of its peak, peak at -6 dBFS."""
-    env = np.abs(audio)
-    loud = np.flatnonzero(env >= 0.01 * env.max())
-    audio = audio[loud[0] : loud[-1] + 1]
+    audio = trim(audio, threshold=0.01 * float(np.abs(audio).max()))
     return (audio * (10 ** (-6 / 20) / np.abs(audio).max())).astype(np.float32)
 
 

@@ -11,10 +11,10 @@ Recipe (from the failed first try in shared/ENVIRONMENT.md):
 - context chunks noised to a random small level (the model is told the level) against drift;
 - extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x), and on an
   action's first chunks (4x), where its parameters show; with a scene, optionally on the tokens its lamp
-  and door cover (``--part-weight``) or that a change of scene moved (``--change-weight``); a quarter of the sequences placed on onsets of
-  actions the model is slow to learn (``--focus``, by default turn, whose direction depends on the facing
-  before it); bf16 autocast where the device computes bf16 natively (`common.bf16`), else fp32; AdamW
-  with warmup; EMA weights.
+  and door cover (``--part-weight``) or that a change of scene moved (``--change-weight``); a quarter of
+  the sequences placed on onsets of actions the model is slow to learn (``--focus``, by default turn,
+  whose direction depends on the facing before it); bf16 autocast where the device computes bf16
+  natively (`common.bf16`), else fp32; AdamW with warmup; EMA weights.
 Writes checkpoints/dit/ckpt.pt, checkpoints/dit/log.jsonl and streaming_model/weights/dit.safetensors.
 """
 

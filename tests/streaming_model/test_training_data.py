@@ -122,10 +122,8 @@ def test_the_parts_mask_holds_the_tokens_of_the_lamp_and_the_door_while_they_sho
     lamp = parts_mask(shows, np.zeros((3, 4)))
     door = parts_mask(np.zeros((3, 4)), shows)
     assert not lamp[0].any() and not door[0].any()
-    assert set(np.flatnonzero(lamp[1]) % 8) == {0} and set(np.flatnonzero(door[1]) % 8) == {
-        6,
-        7,
-    }  # left, right
+    assert set(np.flatnonzero(lamp[1]) % 8) == {0}  # the lamp stands at the left
+    assert set(np.flatnonzero(door[1]) % 8) == {6, 7}  # the door at the right
     assert 0 < door[2].sum() < door[1].sum()  # its lowest tokens first
 
 
