@@ -38,6 +38,12 @@ teaches a cheaper decoder (``CodecConfig.frame_res`` off: no residual block per 
 of the decoder's work) the shipped codec's latents, from the shipped decoder's other layers, its encoder,
 scale and voice taps kept (frozen), into checkpoints/codec_slim/ (its codec.safetensors beside the
 checkpoint: serve it with ``--backend-option codec=PATH``, judge it with ``onstage eval``).
+
+    nice -n 19 python -m streaming_model.train.codec_train --slim --teacher --model-seeds 60 --minutes 30
+
+teaches it what the shipped decoder draws rather than the world's frames (into checkpoints/codec_slim_taught/):
+on the encoder's latents and, half of each batch, on the transformer's own latents of 60 scripted sessions
+(``model_latents``), so that it reads what the transformer makes as the shipped decoder does.
 """
 
 from __future__ import annotations
@@ -50,17 +56,22 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ..codec import Codec, CodecConfig, to_pixels, voice_taps
+from ..codec import Codec, CodecConfig, to_pixels, to_uint8, voice_taps
 from ..loading import CODEC_PATH, load_codec
+from ..runtime import Generator
 from ..weights import WEIGHTS_DIR, save_weights
 from .codec_data import ChunkPool, fetch_parts
 from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
+from .model_latents import FIRST_SEED, ModelLatents, cached_latents
+from .pixels import character_pixels, face_pixels
 
 CKPT_DIR = Path("checkpoints/codec")
 VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
 SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
 ANCHORED_CKPT_DIR = Path("checkpoints/codec_scene_anchored")
 SLIM_CKPT_DIR = Path("checkpoints/codec_slim")
+TAUGHT_CKPT_DIR = Path("checkpoints/codec_slim_taught")
+VAL_MODEL_SEED = FIRST_SEED + 50_000  # the transformer's held-out session: never taught on
 
 
 def character_weight(char: torch.Tensor, face_px: torch.Tensor, face: float = 0.0) -> torch.Tensor:
@@ -74,6 +85,14 @@ def character_weight(char: torch.Tensor, face_px: torch.Tensor, face: float = 0.
 
     w = 1.0 + 4.0 * grown(char, 5)
     return w + face * grown(face_px, 7) if face else w
+
+
+def drawn_weight(pixels: torch.Tensor, face: float) -> torch.Tensor:
+    """``character_weight`` of frames a decoder drew of today's world, (N, 4, 3, H, W) in [-1, 1]: the
+    character and its face found in them (a teacher's frames have no truth beside them)."""
+    frames = to_uint8(pixels).cpu().numpy()
+    char, face_px = torch.from_numpy(character_pixels(frames)), torch.from_numpy(face_pixels(frames))
+    return character_weight(char, face_px, face).to(pixels.device)
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -148,6 +167,19 @@ def _add_lesson_args(ap: argparse.ArgumentParser) -> None:
         help=f"a decoder without its per-frame residual block, from that codec's (implies --decoder-only; "
         f"into {SLIM_CKPT_DIR})",
     )
+    ap.add_argument(
+        "--teacher",
+        action="store_true",
+        help=f"with --slim: learn what that codec's decoder draws of the same latents, not the world's frames "
+        f"(into {TAUGHT_CKPT_DIR})",
+    )
+    ap.add_argument(
+        "--model-seeds",
+        type=int,
+        default=0,
+        help="with --teacher: half of each batch from the transformer's own latents of this many scripted "
+        "sessions (generated once, kept beside the checkpoint)",
+    )
 
 
 def parse_args() -> argparse.Namespace:
@@ -163,7 +195,14 @@ def parse_args() -> argparse.Namespace:
         help="renders of 16 worlds x 15 chunks held in memory to draw batches from",
     )
     ap.add_argument("--refresh-every", type=int, default=100, help="steps between pool refreshes")
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.teacher and not args.slim:
+        ap.error("--teacher teaches a slim decoder: give --slim too")
+    if args.model_seeds and not args.teacher:
+        ap.error("--model-seeds needs --teacher (the transformer's latents have no true frames)")
+    if args.model_seeds < 0:
+        ap.error(f"--model-seeds must be >= 0, got {args.model_seeds}")
+    return args
 
 
 def build_model(
@@ -205,7 +244,9 @@ def _configure(args: argparse.Namespace) -> tuple[int, bool]:
     anchored = args.scene and args.anchor > 0
     args.decoder_only = (args.decoder_only or taps > 0 or heir) and not anchored
     args.ckpt_dir = (
-        ANCHORED_CKPT_DIR
+        TAUGHT_CKPT_DIR
+        if args.teacher
+        else ANCHORED_CKPT_DIR
         if anchored
         else SCENE_CKPT_DIR
         if args.scene
@@ -222,7 +263,8 @@ def _configure(args: argparse.Namespace) -> tuple[int, bool]:
 @dataclass
 class _Training:
     """What the training loop works on: the codec, the frozen codec anchoring it (or None), the optimizer,
-    the voice taps its decoder reads, and how far training has come over all runs."""
+    the voice taps its decoder reads, and how far training has come over all runs; with ``--teacher``, the
+    frozen codec whose decoder it learns from and the transformer's latents (taught on, and held out)."""
 
     model: Codec
     anchor: Codec | None
@@ -231,10 +273,14 @@ class _Training:
     step: int = 0
     elapsed: float = 0.0
     psnr_log: list = field(default_factory=list)
+    teacher: Codec | None = None
+    bank: ModelLatents | None = None
+    val_bank: ModelLatents | None = None
 
-    def decode(self, z: torch.Tensor, voice: torch.Tensor) -> torch.Tensor:
-        """The decoder's frames from latents ``z`` and, when it reads the voice, the chunks' ``voice``."""
-        return self.model.decoder(z, voice_taps(voice, self.taps) if self.taps else None)
+    def decode(self, z: torch.Tensor, voice: torch.Tensor, by: Codec | None = None) -> torch.Tensor:
+        """The decoder's frames (``by``'s decoder's when given) from latents ``z`` in the encoder's units
+        and, when it reads the voice, the chunks' ``voice``."""
+        return (by or self.model).decoder(z, voice_taps(voice, self.taps) if self.taps else None)
 
 
 def _training(args: argparse.Namespace, taps: int, anchored: bool) -> _Training:
@@ -243,6 +289,8 @@ def _training(args: argparse.Namespace, taps: int, anchored: bool) -> _Training:
     params = model.decoder.parameters() if args.decoder_only else model.parameters()
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     run = _Training(model, anchor, opt, taps)
+    if args.teacher:
+        run.teacher = load_codec(args.encoder).eval().requires_grad_(False).to(args.device)
     if ck is not None:
         if ck.get("decoder_only", False) == args.decoder_only:  # optimizer state fits the same params
             opt.load_state_dict(ck["opt"])
@@ -279,9 +327,7 @@ def _train(
                 metrics["drift"] = drift_acc / 50
             loss_acc = drift_acc = 0.0
             if run.step % 200 == 0:
-                with torch.no_grad(), autocast(args.device):
-                    rec = run.decode(run.model.encoder(to_pixels(val)), val_voice)
-                metrics["val_psnr"] = psnr(rec, to_pixels(val))
+                metrics.update(_validate(run, args.device, val, val_voice))
                 run.psnr_log.append((round(prog.elapsed() / 60, 2), run.step, metrics["val_psnr"]))
             prog.report(run.step, **metrics)
             if metrics.get("val_psnr", 0.0) >= args.until_psnr:
@@ -290,6 +336,37 @@ def _train(
             _checkpoint(run, args, prog)
             last_ck = time.time()
     return prog
+
+
+def _validate(
+    run: _Training, dev: torch.device, val: torch.Tensor, val_voice: torch.Tensor
+) -> dict[str, float]:
+    """PSNR on held-out chunks: of the world's frames (``val_psnr``) and, with a teacher, of the teacher's
+    frames of the same latents (``teacher_psnr``) and of the transformer's held-out latents
+    (``model_psnr``)."""
+    with torch.no_grad(), autocast(dev):
+        z = run.model.encoder(to_pixels(val))
+        rec = run.decode(z, val_voice)
+        metrics = {"val_psnr": psnr(rec, to_pixels(val))}
+        if run.teacher is not None:
+            metrics["teacher_psnr"] = psnr(rec, run.decode(z, val_voice, by=run.teacher).clamp(-1, 1))
+        if run.teacher is not None and run.val_bank is not None:
+            zm, vm = run.val_bank.latent.to(dev) / run.model.scale, run.val_bank.voice.to(dev)
+            taught = run.decode(zm, vm, by=run.teacher).clamp(-1, 1)
+            metrics["model_psnr"] = psnr(run.decode(zm, vm), taught)
+    return metrics
+
+
+def _from_bank(
+    run: _Training, z: torch.Tensor, voice: torch.Tensor, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``z`` and ``voice`` with their second half replaced by chunks the transformer made (``run.bank``),
+    its normalised latents brought to the encoder's units."""
+    assert run.bank is not None
+    half = len(z) // 2
+    pick = torch.randint(len(run.bank.latent), (len(z) - half,), generator=gen)
+    model_z = (run.bank.latent[pick].to(z.device) / run.model.scale).to(z.dtype)
+    return torch.cat([z[:half], model_z]), torch.cat([voice[:half], run.bank.voice[pick].to(voice.device)])
 
 
 def _step(
@@ -305,7 +382,6 @@ def _step(
     silent = (torch.rand(args.batch, generator=gen) < 0.5)[:, None, None, None, None] & (run.taps > 0)
     x = to_pixels(batch)
     x_in = to_pixels(torch.where(silent.to(dev), pool.parts.encoder_in[pick].to(dev), batch))
-    w = character_weight(pool.parts.char[pick].to(dev), pool.parts.face[pick].to(dev), args.face_weight)
     lr = args.lr * min(1.0, (run.step + 1) / 200)
     for g in run.opt.param_groups:
         g["lr"] = lr
@@ -315,9 +391,18 @@ def _step(
                 z = run.model.encoder(x_in)
         else:
             z = run.model.encoder(x_in)
+        if run.bank is not None:  # half the batch: latents the transformer made instead
+            z, voice = _from_bank(run, z, voice, gen)
         # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
         zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen).to(dev)
         y = run.decode(zn, voice)
+        if run.teacher is not None:  # what the teacher draws of the same latents is the target
+            with torch.no_grad():
+                x = run.decode(zn, voice, by=run.teacher).float()
+    if run.teacher is not None:
+        w = drawn_weight(x, args.face_weight)
+    else:
+        w = character_weight(pool.parts.char[pick].to(dev), pool.parts.face[pick].to(dev), args.face_weight)
     err = y.float() - x
     loss = (w * (err * err + 0.5 * err.abs())).mean() + 1e-4 * z.float().pow(2).mean()
     today = pool.parts.today[pick].to(dev)
@@ -359,10 +444,22 @@ def _export_trained(
         "psnr_log": run.psnr_log[-20:],
         "hardware": hardware(args.device),
     }
+    if args.teacher:
+        info.update(teacher=str(args.encoder), model_seeds=args.model_seeds)
     beside = args.scene or args.slim
     out = args.ckpt_dir / "codec.safetensors" if beside else WEIGHTS_DIR / "codec.safetensors"
     scale = export(run.model, val, info, rescale=not (args.decoder_only or anchored), path=out)
     print(f"exported codec, latent scale {scale:.4f}", flush=True)
+
+
+def _bank_latents(run: _Training, args: argparse.Namespace) -> None:
+    """The transformer's latents of --model-seeds scripted sessions to teach on, and of a held-out one
+    (every other chunk) to validate on; generated once, kept beside the checkpoint."""
+    gen = Generator.load(codec_path=args.encoder)  # the codec the transformer's latents were encoded with
+    seeds = list(range(FIRST_SEED, FIRST_SEED + args.model_seeds))
+    run.bank = cached_latents(args.ckpt_dir / "model_latents.pt", gen, seeds)
+    held = cached_latents(args.ckpt_dir / "model_latents_val.pt", gen, [VAL_MODEL_SEED])
+    run.val_bank = ModelLatents(held.latent[::2], held.voice[::2])
 
 
 def main() -> None:
@@ -376,6 +473,8 @@ def main() -> None:
     # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
     held_out = fetch_parts(10_000, 8, 4, taps, args.scene)
     val, val_voice = held_out.target.to(args.device), held_out.voice.to(args.device)
+    if args.model_seeds:
+        _bank_latents(run, args)
     pool = ChunkPool(taps, args.scene, anchored, run.step * 8, args.pool, args.workers)
     prog = _train(run, args, pool, val, val_voice, started)
     pool.close()
