@@ -21,8 +21,8 @@ The paths, each its own session on the same script and seed:
 - ``1 step fused``, ``1 step int8 fused``: the same with each chunk written to the cache in the pass that
   generates the next (``commit_pass="fused"``, ``streaming_model.passes``: its commit's time is in
   ``gen``); every other path commits in a pass of its own (``apart``);
-- ``1 step fused slim``, ``1 step int8 fused slim`` (with ``--slim-codec PATH``): the same on a codec whose
-  decoder has no residual block per frame (``codec_train --slim``);
+- ``1 step fused slim``, ``1 step int8 fused slim``: the same on the shipped slim codec, whose decoder has
+  no residual block per frame (``codec_train --slim --teacher``; ``--slim-codec PATH`` for another);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streaming_model.condition import ChunkCondition
 from streaming_model.kv_cache import CacheMode
 from streaming_model.linears import Linears
-from streaming_model.loading import CODEC_PATH, DIT_PATH
+from streaming_model.loading import CODEC_PATH, DIT_PATH, SLIM_CODEC_PATH
 from streaming_model.manifest import ACTION_NAMES, build_manifest
 from streaming_model.passes import CommitPass
 from streaming_model.precision import compute_dtype
@@ -183,10 +183,16 @@ def main() -> None:
     ap.add_argument("--naive-chunks", type=int, default=300)
     ap.add_argument("--dit", type=Path, default=DIT_PATH)
     ap.add_argument("--codec", type=Path, default=CODEC_PATH)
-    ap.add_argument("--slim-codec", type=Path, help="a codec with a cheaper decoder (codec_train --slim)")
+    ap.add_argument(
+        "--slim-codec",
+        type=Path,
+        default=SLIM_CODEC_PATH,
+        help="the slim paths' codec (default: the shipped slim one, codec_train --slim --teacher)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
+    slim = Generator.load(args.dit, args.slim_codec)
 
     def session(
         steps: int, linears: Linears = "float", commit_pass: CommitPass = "apart", on: Generator = gen
@@ -209,14 +215,10 @@ def main() -> None:
         Lane("1 step int8", session(1, "int8"), n),
         Lane("1 step fused", session(1, commit_pass="fused"), n),
         Lane("1 step int8 fused", session(1, "int8", "fused"), n),
+        Lane("1 step fused slim", session(1, commit_pass="fused", on=slim), n),
+        Lane("1 step int8 fused slim", session(1, "int8", "fused", on=slim), n),
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
-    if args.slim_codec is not None:
-        slim = Generator.load(args.dit, args.slim_codec)
-        paths[-1:-1] = [
-            Lane("1 step fused slim", session(1, commit_pass="fused", on=slim), n),
-            Lane("1 step int8 fused slim", session(1, "int8", "fused", on=slim), n),
-        ]
     t0 = time.perf_counter()
     run(paths, script(n))
     wall = time.perf_counter() - t0

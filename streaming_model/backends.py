@@ -5,8 +5,9 @@ names the ones it takes, and a wrong name, option or value is a ``ValueError`` s
 do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``float`` or ``int8``,
 ``streaming_model.linears``), ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
 ``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
-``streaming_model.passes``), ``dit`` and ``codec`` (weights files other than the shipped ones: a trained
-candidate, served before it is promoted); the world takes its clock and picture size.
+``streaming_model.passes``), ``dit`` and ``codec`` (``slim``: the shipped codec with the cheaper decoder of
+the fast path; or weights files other than the shipped ones: a trained candidate, served before it is
+promoted); the world takes its clock and picture size.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from .backend import Backend
 from .linears import Linears, check_linears
+from .loading import weights_file
 from .passes import CommitPass, check_commit_pass
 
 BACKENDS: tuple[str, ...] = ("tiny", "world")
@@ -61,10 +63,11 @@ def _commit_pass(_key: str, text: str) -> CommitPass:
     return check_commit_pass(text)
 
 
-def _file(key: str, text: str) -> Path:
-    if not Path(text).is_file():
-        raise ValueError(f"backend option {key} must name a weights file that exists, got {text[:80]!r}")
-    return Path(text)
+def _weights(key: str, text: str) -> Path:
+    try:
+        return weights_file(key, text)
+    except ValueError as err:
+        raise ValueError(f"backend option {key} takes {err}") from None
 
 
 _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
@@ -73,8 +76,8 @@ _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
         "linears": _linears,
         "max_batch": _integer,
         "commit_pass": _commit_pass,
-        "dit": _file,
-        "codec": _file,
+        "dit": _weights,
+        "codec": _weights,
     },
     "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
 }

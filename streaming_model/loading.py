@@ -10,6 +10,26 @@ from .weights import WEIGHTS_DIR, load_into, load_weights
 
 CODEC_PATH = WEIGHTS_DIR / "codec.safetensors"
 DIT_PATH = WEIGHTS_DIR / "dit.safetensors"
+SLIM_CODEC_PATH = WEIGHTS_DIR / "codec_slim.safetensors"
+"""The shipped codec with a decoder a third cheaper (no per-frame residual block), taught to draw what the
+shipped decoder draws (``codec_train --slim --teacher``): the fast path's."""
+
+NAMED_WEIGHTS: dict[str, dict[str, Path]] = {
+    "dit": {"shipped": DIT_PATH},
+    "codec": {"shipped": CODEC_PATH, "slim": SLIM_CODEC_PATH},
+}
+"""The weights shipped in streaming_model/weights/, by kind and name."""
+
+
+def weights_file(kind: str, text: str) -> Path:
+    """The ``kind`` ("dit" or "codec") of weights ``text`` names: shipped ones by name, or a file that
+    exists; ``ValueError`` saying what would do otherwise."""
+    names = NAMED_WEIGHTS[kind]
+    if text in names:
+        return names[text]
+    if Path(text).is_file():
+        return Path(text)
+    raise ValueError(f"{' or '.join(names)} or a weights file that exists, not {text[:80]!r}")
 
 
 def load_codec(path: Path = CODEC_PATH) -> Codec:

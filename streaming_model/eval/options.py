@@ -7,7 +7,6 @@ not an option, or a value it cannot take, is a ``ValueError`` naming the key and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, get_args
 
 import msgspec
@@ -15,6 +14,7 @@ import msgspec
 from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
+from ..loading import NAMED_WEIGHTS, weights_file
 from ..manifest import ACTION_NAMES
 from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
 from ..precision import PRECISIONS
@@ -34,7 +34,7 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
     commit_pass: CommitPass = "fused"  # a chunk into the cache in the next chunk's pass, or in one apart
     dit: str = SHIPPED  # the transformer's weights: the shipped ones, or a file (a trained candidate)
-    codec: str = SHIPPED  # the codec's weights, likewise
+    codec: str = SHIPPED  # the codec's weights, likewise ("slim": the fast path's decoder)
 
     def describe(self, names: Sequence[str] | None = None) -> str:
         """``steps=2 cache=write_time precision=auto linears=float cache_noise=0 commit_pass=fused``: every
@@ -80,10 +80,12 @@ def _noise(text: str) -> float:
     return value
 
 
-def _weights(text: str) -> str:
-    if text != SHIPPED and not Path(text).is_file():
-        raise ValueError
-    return text
+def _weights(kind: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        weights_file(kind, text)  # a name it ships, or a file that exists
+        return text
+
+    return parse
 
 
 _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
@@ -93,8 +95,8 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "linears": (_linears, " or ".join(LINEARS)),
     "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
     "commit_pass": (check_commit_pass, " or ".join(COMMIT_PASSES)),
-    "dit": (_weights, f"{SHIPPED} or a weights file that exists"),
-    "codec": (_weights, f"{SHIPPED} or a weights file that exists"),
+    "dit": (_weights("dit"), f"{' or '.join(NAMED_WEIGHTS['dit'])} or a weights file that exists"),
+    "codec": (_weights("codec"), f"{' or '.join(NAMED_WEIGHTS['codec'])} or a weights file that exists"),
 }
 
 

@@ -14,18 +14,17 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from pathlib import Path
 
 import msgspec
 import torch
 
 from ..evaluate import run_model
-from ..loading import CODEC_PATH, DIT_PATH
+from ..loading import weights_file
 from ..precision import PRECISIONS, compute_dtype
 from ..runtime import Generator
 from .drift import Drift, run_drift
 from .metrics import seed_metrics
-from .options import AUTO, SHIPPED, RunOptions, Script
+from .options import AUTO, RunOptions, Script
 
 
 class SeedScores(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,9 +104,7 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
 @functools.cache
 def _generator(dit: str, codec: str) -> Generator:
     """The worker's model from these weights, loaded by its first seed that asks for them."""
-    return Generator.load(
-        DIT_PATH if dit == SHIPPED else Path(dit), CODEC_PATH if codec == SHIPPED else Path(codec)
-    )
+    return Generator.load(weights_file("dit", dit), weights_file("codec", codec))
 
 
 def _start_worker(precision: str) -> None:

@@ -276,7 +276,11 @@ def test_open_backend_names_what_is_wrong() -> None:
         ("world", ("width=5000",)): r"world option width must be in \[16, 1024\], got 5000",
         ("tiny", ("fps=16",)): "backend tiny has no option 'fps'; it takes: steps, linears",
         ("tiny", ("linears=int4",)): "linears must be one of float, int8, not 'int4'",
-        ("tiny", ("dit=/no/such.safetensors",)): "backend option dit must name a weights file that exists",
+        (
+            "tiny",
+            ("dit=/no/such.safetensors",),
+        ): "backend option dit takes shipped or a weights file that exists",
+        ("tiny", ("codec=fast",)): "backend option codec takes shipped or slim or a weights file that exists",
     }
     for (name, items), message in cases.items():
         with pytest.raises(ValueError, match=message):

@@ -8,6 +8,7 @@ import pytest
 
 from streaming_model.condition import ChunkCondition
 from streaming_model.eval.options import RunOptions, parse_options
+from streaming_model.loading import SLIM_CODEC_PATH, load_codec, weights_file
 from streaming_model.runtime import Generator
 
 
@@ -27,6 +28,13 @@ def test_a_candidate_can_be_other_weights_given_as_files() -> None:
     assert options.dit == "streaming_model/weights/dit.safetensors" and options.codec == "shipped"
 
 
+def test_the_fast_paths_codec_is_named_and_loads_its_cheaper_decoder() -> None:
+    options = parse_options(["codec=slim", "linears=int8"])
+    assert options.describe(["codec", "linears"]) == "codec=slim linears=int8"
+    assert weights_file("codec", options.codec) == SLIM_CODEC_PATH
+    assert not load_codec(SLIM_CODEC_PATH).cfg.frame_res and load_codec().cfg.frame_res
+
+
 @pytest.mark.parametrize(
     ("item", "says"),
     [
@@ -39,6 +47,7 @@ def test_a_candidate_can_be_other_weights_given_as_files() -> None:
         ("cache_noise=nan", "option cache_noise takes a number >= 0"),
         ("steps", "option 'steps': write it as KEY=VALUE"),
         ("dit=/no/such/dit.safetensors", "option dit takes shipped or a weights file that exists"),
+        ("codec=fast", "option codec takes shipped or slim or a weights file that exists, not 'fast'"),
     ],
 )
 def test_a_bad_option_names_the_key_and_what_it_takes(item: str, says: str) -> None:
