@@ -280,7 +280,8 @@ class _Training:
     def decode(self, z: torch.Tensor, voice: torch.Tensor, by: Codec | None = None) -> torch.Tensor:
         """The decoder's frames (``by``'s decoder's when given) from latents ``z`` in the encoder's units
         and, when it reads the voice, the chunks' ``voice``."""
-        return (by or self.model).decoder(z, voice_taps(voice, self.taps) if self.taps else None)
+        codec = self.model if by is None else by
+        return codec.decoder(z, voice_taps(voice, self.taps) if self.taps else None)
 
 
 def _training(args: argparse.Namespace, taps: int, anchored: bool) -> _Training:
