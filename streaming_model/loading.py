@@ -14,9 +14,12 @@ SLIM_CODEC_PATH = WEIGHTS_DIR / "codec_slim.safetensors"
 """The shipped codec with a decoder a third cheaper (no per-frame residual block), taught to draw what the
 shipped decoder draws (``codec_train --slim --teacher``): the fast path's."""
 
+SHIPPED = "shipped"
+"""The name of the weights a session loads unless told otherwise."""
+
 NAMED_WEIGHTS: dict[str, dict[str, Path]] = {
-    "dit": {"shipped": DIT_PATH},
-    "codec": {"shipped": CODEC_PATH, "slim": SLIM_CODEC_PATH},
+    "dit": {SHIPPED: DIT_PATH},
+    "codec": {SHIPPED: CODEC_PATH, "slim": SLIM_CODEC_PATH},
 }
 """The weights shipped in streaming_model/weights/, by kind and name."""
 

@@ -14,14 +14,13 @@ import msgspec
 from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
-from ..loading import NAMED_WEIGHTS, weights_file
+from ..loading import NAMED_WEIGHTS, SHIPPED, weights_file
 from ..manifest import ACTION_NAMES
 from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
 from ..precision import PRECISIONS
 from ..sampler import STEPS
 
 AUTO = "auto"  # the machine's own choice (``precision.compute_dtype``)
-SHIPPED = "shipped"  # the weights in streaming_model/weights/
 
 
 class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
