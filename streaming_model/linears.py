@@ -2,10 +2,17 @@
 
 ``int8`` is dynamic quantisation (``torch.ao.quantization.quantize_dynamic``, the fbgemm engine): weights
 stored as int8 with one scale per matrix, activations quantised on every call from their own range,
-products accumulated in int32. Every matrix product of a block (q/k/v, projection, MLP, adaLN) takes it;
-the patch embedding, the condition MLPs and the output head stay float, as do norms, attention and the
-decoder. It is a speed switch: what it does to the picture is measured by ``onstage eval`` with
-``linears=int8``, never assumed.
+products accumulated in int32. The token-wise products of a block (q/k/v, projection, MLP) take it; the
+adaLN modulation (a row per chunk, cheap), the patch embedding, the condition MLPs and the output head
+stay float, as do norms, attention and the decoder.
+
+Each chunk's tokens are quantised with a scale of their own (``Int8Linear``): with one scale per call, a
+chunk's picture would depend on what else shared the call (other sessions in a batch, the chunk being
+committed beside the next one in a fused pass). Integer products sum exactly in any order, so a chunk's
+outputs are then the same bit for bit however the chunks are grouped, as the float path's are.
+
+It is a speed switch: what it does to the picture is measured by ``onstage eval`` with ``linears=int8``,
+never assumed.
 """
 
 from __future__ import annotations
@@ -35,25 +42,31 @@ def check_linears(linears: str) -> Linears:
     raise ValueError(f"linears must be one of {', '.join(LINEARS)}, not {linears[:40]!r}")
 
 
+QUANTISED = ("qkv", "proj", "mlp")
+"""The block's layers whose Linear layers go int8 (the token-wise ones)."""
+
+
 class Int8Linear(nn.Module):
-    """A dynamically quantised Linear that takes what a float one takes: its int8 kernels read fp32 only,
-    so under bf16 autocast the input is widened and the output given back in bf16, as a Linear's would."""
+    """A dynamically quantised Linear that takes what a float one takes, tokens (..., T, w): each (T, w)
+    matrix (one chunk's tokens) is quantised with its own scale. Its int8 kernels read fp32 only, so under
+    bf16 autocast the input is widened and the output given back in bf16, as a Linear's would."""
 
     def __init__(self, products: nn.Module) -> None:
         super().__init__()
         self.products = products
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x @ W.T + b with W in int8 and x quantised from its own range."""
-        y: torch.Tensor = self.products(x.float())
+        """x @ W.T + b with W in int8 and each chunk's x quantised from its own range."""
+        chunks = x.float().reshape(-1, *x.shape[-2:])
+        y = torch.stack([self.products(chunk) for chunk in chunks]).reshape(*x.shape[:-1], -1)
         if torch.is_autocast_enabled("cpu"):
             return y.to(torch.get_autocast_dtype("cpu"))
         return y
 
 
 def with_linears(dit: DiT, linears: Linears) -> DiT:
-    """``dit`` itself for ``float``; for ``int8`` a copy whose blocks' Linear layers are dynamically
-    quantised (``dit`` is left as it was)."""
+    """``dit`` itself for ``float``; for ``int8`` a copy whose blocks' token-wise Linear layers
+    (``QUANTISED``) are dynamically quantised (``dit`` is left as it was)."""
     if check_linears(linears) == "float":
         return dit
     if "fbgemm" not in torch.backends.quantized.supported_engines:
@@ -61,19 +74,26 @@ def with_linears(dit: DiT, linears: Linears) -> DiT:
     # The engine is process-wide; fbgemm is the x86 one whose dynamic int8 products paid on AVX2.
     torch.backends.quantized.engine = "fbgemm"
     quantised = copy.deepcopy(dit)
+    for block in quantised.blocks:
+        for layer in QUANTISED:
+            setattr(block, layer, _int8(getattr(block, layer)))
+    return quantised.eval()
+
+
+def _int8(layer: nn.Module) -> nn.Module:
+    """``layer`` (a Linear, or a Sequential holding some) with every Linear an ``Int8Linear``."""
     # torch.ao.quantization warns that it is deprecated in favour of torchao (another package); the pinned
     # torch (2.13) still ships it, and eval measures what it computes either way.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        blocks = quantize_dynamic(quantised.blocks, {nn.Linear}, dtype=torch.qint8)
+        held = quantize_dynamic(nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8)
     found = [
         (parent, name, child)
-        for parent in blocks.modules()
+        for parent in held.modules()
         for name, child in parent.named_children()
         if isinstance(child, DynamicLinear)
     ]
     for parent, name, child in found:  # replaced once all are found: the walk would meet its own wrappers
         setattr(parent, name, Int8Linear(child))
-    quantised.blocks = blocks
-    return quantised.eval()
+    return held[0]

@@ -8,9 +8,9 @@ exported state is the runtime snapshot's blob (``streaming_model.blobs``), as th
 It batches (``generate_many``, ``decode_many``, ``commit_many``: ``runtime.generate_many``): several
 sessions' chunks go through the transformer and the decoder as the rows of one batch. Whether each row's frames are then
 byte-identical to the session's alone is checked at warm-up on this machine (``warmup.measure_batching``):
-with bf16 weights on an EPYC with AVX512-BF16 they were; on a Xeon with AMX (past 128 rows), in fp32 and
-with ``linears=int8`` (whose activations are quantised with one scale for the whole batch) they are not,
-and the backend declares ``approximate``.
+with bf16 weights on an EPYC with AVX512-BF16 they were, and in fp32 on an AVX2-only EPYC, float or
+``linears=int8`` (each chunk's activations quantised with a scale of its own); on a Xeon with AMX (past 128
+rows) they are not, and the backend declares ``approximate``.
 
 A session's chunk is written to its cache in the pass that generates the next chunk (``streaming_model.
 passes``) where that gives the frames of a separate commit pass bit for bit, also checked at warm-up
@@ -33,7 +33,7 @@ from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
-from .loading import CODEC_PATH, DIT_PATH
+from .loading import DIT_PATH, SLIM_CODEC_PATH
 from .manifest import FRAMES_PER_CHUNK
 from .passes import CommitPass, PendingChunk
 from .runtime import Generator, Session, SessionSnapshot
@@ -153,7 +153,7 @@ class TinyBackend:
         max_batch: int = MAX_BATCH,
         commit_pass: CommitPass = "fused",
         dit: Path = DIT_PATH,
-        codec: Path = CODEC_PATH,
+        codec: Path = SLIM_CODEC_PATH,
     ) -> TinyBackend:
         """The shipped weights, or the ``dit`` and ``codec`` files given (``WeightsError`` if missing or
         corrupt), warmed up."""

@@ -16,7 +16,7 @@ from streaming_model.runtime import Generator, Session
 from streaming_model.tiny import TinyBackend, fusing_is_exact
 from tests.streaming_model.test_commit_pass import committed
 from tests.streaming_model.test_runtime import cache_tensors
-from tests.support.kernels import rows_independent
+from tests.support.kernels import one_int8_scale_per_call, rows_independent
 
 ACTIONS = ("idle", "wave", "walk_left", "nod", "jump", "turn")
 
@@ -122,11 +122,15 @@ def test_snapshots_and_rollbacks_see_the_held_chunk_and_a_restore_drops_it(tiny_
 
 
 def test_the_tiny_backend_fuses_only_where_the_frames_are_those_of_a_commit_apart(
-    tiny_generator: Generator,
+    tiny_generator: Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exact = fusing_is_exact(tiny_generator, steps=1, linears="float")
     backend = TinyBackend(tiny_generator, steps=1, warmup_chunks=1, max_batch=1)
     assert backend.commit_pass == ("fused" if exact else "apart")
     assert backend.open_session(identity=0).session.commit_pass == backend.commit_pass
-    # int8 activations share one scale per pass: two chunks in a pass change the first chunk's bits
+    # int8 quantises each chunk's activations with a scale of its own: it fuses wherever float does
+    if exact:
+        assert fusing_is_exact(tiny_generator, steps=1, linears="int8")
+    # with one scale for a whole pass, two chunks in it change the first chunk's bits: found out
+    one_int8_scale_per_call(monkeypatch)
     assert not fusing_is_exact(tiny_generator, steps=1, linears="int8")

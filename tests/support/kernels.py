@@ -5,10 +5,12 @@ rows (bf16 on AMX does, past 128 rows of a 1024-wide product) sum in another ord
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 from streaming_model.dit import DiT
+from streaming_model.linears import Int8Linear
 from streaming_model.precision import computing
 
 
@@ -31,3 +33,10 @@ def alike(a: np.ndarray, b: np.ndarray, exact: bool, levels: float = 0.5) -> boo
     per pixel on average (half a level; JPEG pictures, whose blocks a last bit can tip, want more), where
     another session's picture would differ by tens."""
     return np.array_equal(a, b) if exact else float(np.abs(a.astype(np.int16) - b).mean()) < levels
+
+
+def one_int8_scale_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make int8 products quantise all of a call's activations with one scale (fbgemm's dynamic Linear
+    alone, without ``Int8Linear``'s scale per chunk): a chunk's bits then depend on what shares the call,
+    which the warm-up's checks must find."""
+    monkeypatch.setattr(Int8Linear, "forward", lambda self, x: self.products(x.float()))
