@@ -5,9 +5,9 @@ names the ones it takes, and a wrong name, option or value is a ``ValueError`` s
 do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``float`` or ``int8``,
 ``streaming_model.linears``), ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
 ``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
-``streaming_model.passes``), ``dit`` and ``codec`` (``slim``: the shipped codec with the cheaper decoder of
-the fast path; or weights files other than the shipped ones: a trained candidate, served before it is
-promoted); the world takes its clock and picture size.
+``streaming_model.passes``), ``dit`` and ``codec`` (``slim``, the default, or ``full``: the cheaper decoder
+or the one that taught it; or weights files other than the shipped ones: a trained candidate, served before
+it is promoted); the world takes its clock and picture size.
 """
 
 from __future__ import annotations

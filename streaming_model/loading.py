@@ -9,19 +9,22 @@ from .dit import DiT, DiTConfig
 from .weights import WEIGHTS_DIR, load_into, load_weights
 
 CODEC_PATH = WEIGHTS_DIR / "codec.safetensors"
+"""The codec as trained with its full decoder: the encoder every latent comes from, and the teacher of
+the slim decoder."""
 DIT_PATH = WEIGHTS_DIR / "dit.safetensors"
 SLIM_CODEC_PATH = WEIGHTS_DIR / "codec_slim.safetensors"
-"""The shipped codec with a decoder a third cheaper (no per-frame residual block), taught to draw what the
-shipped decoder draws (``codec_train --slim --teacher``): the fast path's."""
-
-SHIPPED = "shipped"
-"""The name of the weights a session loads unless told otherwise."""
+"""The same encoder with a decoder a third cheaper (no per-frame residual block), taught to draw what the
+full decoder draws (``codec_train --slim --teacher``): what sessions decode with unless told otherwise
+(within the noise floor of the full one by ``onstage eval`` over 40 seeds)."""
 
 NAMED_WEIGHTS: dict[str, dict[str, Path]] = {
-    "dit": {SHIPPED: DIT_PATH},
-    "codec": {SHIPPED: CODEC_PATH, "slim": SLIM_CODEC_PATH},
+    "dit": {"shipped": DIT_PATH},
+    "codec": {"slim": SLIM_CODEC_PATH, "full": CODEC_PATH},
 }
-"""The weights shipped in streaming_model/weights/, by kind and name."""
+"""The weights shipped in streaming_model/weights/, by kind and name, the default first."""
+
+DEFAULT_WEIGHTS: dict[str, str] = {kind: next(iter(names)) for kind, names in NAMED_WEIGHTS.items()}
+"""The name of the weights of each kind a session loads unless told otherwise."""
 
 
 def weights_file(kind: str, text: str) -> Path:
@@ -36,7 +39,8 @@ def weights_file(kind: str, text: str) -> Path:
 
 
 def load_codec(path: Path = CODEC_PATH) -> Codec:
-    """The codec in eval mode (fp32 parameters; run it under bf16 autocast for speed)."""
+    """The codec in eval mode (fp32 parameters; run it under bf16 autocast for speed); by default the
+    full one, whose encoder the training scripts encode with."""
     cfg, tensors, _ = load_weights(path, "codec", CodecConfig)
     model = Codec(cfg)
     load_into(model, tensors, path)

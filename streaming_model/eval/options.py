@@ -14,7 +14,7 @@ import msgspec
 from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
-from ..loading import NAMED_WEIGHTS, SHIPPED, weights_file
+from ..loading import DEFAULT_WEIGHTS, NAMED_WEIGHTS, weights_file
 from ..manifest import ACTION_NAMES
 from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
 from ..precision import PRECISIONS
@@ -32,8 +32,8 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     linears: Linears = "float"  # the transformer blocks' matrix products: as trained, or dynamic int8
     cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
     commit_pass: CommitPass = "fused"  # a chunk into the cache in the next chunk's pass, or in one apart
-    dit: str = SHIPPED  # the transformer's weights: the shipped ones, or a file (a trained candidate)
-    codec: str = SHIPPED  # the codec's weights, likewise ("slim": the fast path's decoder)
+    dit: str = DEFAULT_WEIGHTS["dit"]  # the transformer's weights: the shipped ones, or a file (a candidate)
+    codec: str = DEFAULT_WEIGHTS["codec"]  # the codec's: "slim" (served), "full" (its teacher), or a file
 
     def describe(self, names: Sequence[str] | None = None) -> str:
         """``steps=2 cache=write_time precision=auto linears=float cache_noise=0 commit_pass=fused``: every

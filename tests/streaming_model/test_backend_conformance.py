@@ -280,7 +280,7 @@ def test_open_backend_names_what_is_wrong() -> None:
             "tiny",
             ("dit=/no/such.safetensors",),
         ): "backend option dit takes shipped or a weights file that exists",
-        ("tiny", ("codec=fast",)): "backend option codec takes shipped or slim or a weights file that exists",
+        ("tiny", ("codec=fast",)): "backend option codec takes slim or full or a weights file that exists",
     }
     for (name, items), message in cases.items():
         with pytest.raises(ValueError, match=message):

@@ -8,7 +8,7 @@ import pytest
 
 from streaming_model.condition import ChunkCondition
 from streaming_model.eval.options import RunOptions, parse_options
-from streaming_model.loading import SLIM_CODEC_PATH, load_codec, weights_file
+from streaming_model.loading import CODEC_PATH, SLIM_CODEC_PATH, load_codec, weights_file
 from streaming_model.runtime import Generator
 
 
@@ -18,21 +18,24 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert options == RunOptions(steps=1, cache="naive", precision="fp32", cache_noise=0.5)
     assert (
         options.describe()
-        == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5 commit_pass=fused dit=shipped codec=shipped"
+        == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5 commit_pass=fused dit=shipped codec=slim"
     )
     assert options.describe(["cache"]) == "cache=naive"
 
 
 def test_a_candidate_can_be_other_weights_given_as_files() -> None:
     options = parse_options(["dit=streaming_model/weights/dit.safetensors"])
-    assert options.dit == "streaming_model/weights/dit.safetensors" and options.codec == "shipped"
+    assert options.dit == "streaming_model/weights/dit.safetensors" and options.codec == "slim"
 
 
-def test_the_fast_paths_codec_is_named_and_loads_its_cheaper_decoder() -> None:
-    options = parse_options(["codec=slim", "linears=int8"])
+def test_the_served_codec_is_the_slim_one_and_its_full_teacher_is_named() -> None:
+    options = parse_options(["linears=int8"])
     assert options.describe(["codec", "linears"]) == "codec=slim linears=int8"
     assert weights_file("codec", options.codec) == SLIM_CODEC_PATH
-    assert not load_codec(SLIM_CODEC_PATH).cfg.frame_res and load_codec().cfg.frame_res
+    assert Generator.load().codec.cfg == load_codec(SLIM_CODEC_PATH).cfg  # what sessions decode with
+    full = parse_options(["codec=full"])
+    assert weights_file("codec", full.codec) == CODEC_PATH
+    assert not load_codec(SLIM_CODEC_PATH).cfg.frame_res and load_codec(CODEC_PATH).cfg.frame_res
 
 
 @pytest.mark.parametrize(
@@ -47,7 +50,8 @@ def test_the_fast_paths_codec_is_named_and_loads_its_cheaper_decoder() -> None:
         ("cache_noise=nan", "option cache_noise takes a number >= 0"),
         ("steps", "option 'steps': write it as KEY=VALUE"),
         ("dit=/no/such/dit.safetensors", "option dit takes shipped or a weights file that exists"),
-        ("codec=fast", "option codec takes shipped or slim or a weights file that exists, not 'fast'"),
+        ("codec=fast", "option codec takes slim or full or a weights file that exists, not 'fast'"),
+        ("codec=shipped", "option codec takes slim or full or a weights file that exists, not 'shipped'"),
     ],
 )
 def test_a_bad_option_names_the_key_and_what_it_takes(item: str, says: str) -> None:
