@@ -129,7 +129,8 @@ def sessions_counters(base: str) -> dict[str, dict[str, float]]:
     counters: dict[str, dict[str, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.startswith("onstage_session_"):
+            # onstage_session_cores is the server's price of a session, not one session's figure
+            if sample.name.startswith("onstage_session_") and "session" in sample.labels:
                 name = sample.name.removeprefix("onstage_session_")
                 if "quantile" in sample.labels:
                     name += f"_q{sample.labels['quantile']}"
