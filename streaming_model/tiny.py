@@ -215,7 +215,7 @@ class TinyBackend:
 def fusing_is_exact(generator: Generator, steps: int, linears: Linears, chunks: int = 3) -> bool:
     """Whether a session that commits each chunk in the pass generating the next gives, on this machine,
     the frames of one that commits in a pass of its own, bit for bit. Kernels that sum in another order at
-    twice the rows would not (int8 linears never do: their activations share one scale per pass)."""
+    twice the rows would not (nor would int8 linears with one activation scale per pass: ``linears``)."""
 
     def frames(commit_pass: CommitPass) -> list[np.ndarray]:
         session = generator.open_session(

@@ -101,7 +101,7 @@ def measure_batching(
 
     Exactness is checked, not assumed: ``max_batch`` sessions go through one batch and their twins (same
     seeds) one by one, with a voice, and every frame is compared. Number kernels may sum in
-    another order at another batch size (int8 with one scale per batch does; bf16 on AVX512-BF16 did
+    another order at another batch size (int8 with one scale per batch would; bf16 on AVX512-BF16 did
     not), so the answer holds for this machine and this backend's options. Then ``rounds`` timed batches
     of each size, the sessions' first chunk already behind them, the sizes in turn (three by default: the
     median of three is not one stalled batch on a busy machine); a size never costs less than a smaller
