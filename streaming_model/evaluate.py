@@ -27,7 +27,7 @@ from .codec import Codec, chunk_voices, to_pixels, to_uint8
 from .condition import SIDE_SIGN, ChunkCondition, ConditionError
 from .kv_cache import CacheMode
 from .linears import Linears
-from .loading import DIT_PATH, SLIM_CODEC_PATH, load_codec
+from .loading import DEFAULT_CODEC_PATH, DIT_PATH, load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
 from .passes import CommitPass
 from .precision import computing
@@ -224,7 +224,10 @@ def main() -> None:
     ap.add_argument("--scene", action="store_true", help="the scene's choices and actions (scene_evaluate)")
     ap.add_argument("--weights", type=Path, default=DIT_PATH, help="the transformer's weights")
     ap.add_argument(
-        "--codec-weights", type=Path, default=SLIM_CODEC_PATH, help="the codec's weights (default: as served)"
+        "--codec-weights",
+        type=Path,
+        default=DEFAULT_CODEC_PATH,
+        help="the codec's weights (default: as served)",
     )
     args = ap.parse_args()
     seeds = range(args.seeds)

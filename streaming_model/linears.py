@@ -81,13 +81,15 @@ def with_linears(dit: DiT, linears: Linears) -> DiT:
 
 
 def _int8(layer: nn.Module) -> nn.Module:
-    """``layer`` (a Linear, or a Sequential holding some) with every Linear an ``Int8Linear``."""
+    """``layer`` (a Linear, or a Sequential holding some, changed in place) with every Linear an
+    ``Int8Linear``."""
     # torch.ao.quantization warns that it is deprecated in favour of torchao (another package); the pinned
     # torch (2.13) still ships it, and eval measures what it computes either way.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        held = quantize_dynamic(nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8)
+        # in place: ``layer`` is already the caller's copy
+        held = quantize_dynamic(nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8, inplace=True)
     found = [
         (parent, name, child)
         for parent in held.modules()

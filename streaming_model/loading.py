@@ -14,8 +14,8 @@ the slim decoder."""
 DIT_PATH = WEIGHTS_DIR / "dit.safetensors"
 SLIM_CODEC_PATH = WEIGHTS_DIR / "codec_slim.safetensors"
 """The same encoder with a decoder a third cheaper (no per-frame residual block), taught to draw what the
-full decoder draws (``codec_train --slim --teacher``): what sessions decode with unless told otherwise
-(within the noise floor of the full one by ``onstage eval`` over 40 seeds)."""
+full decoder draws (``codec_train --slim --teacher``), within its noise floor by ``onstage eval`` over 40
+seeds."""
 
 NAMED_WEIGHTS: dict[str, dict[str, Path]] = {
     "dit": {"shipped": DIT_PATH},
@@ -25,6 +25,13 @@ NAMED_WEIGHTS: dict[str, dict[str, Path]] = {
 
 DEFAULT_WEIGHTS: dict[str, str] = {kind: next(iter(names)) for kind, names in NAMED_WEIGHTS.items()}
 """The name of the weights of each kind a session loads unless told otherwise."""
+DEFAULT_CODEC_PATH = NAMED_WEIGHTS["codec"][DEFAULT_WEIGHTS["codec"]]
+"""What sessions decode with unless told otherwise (the slim codec)."""
+
+
+def weights_choices(kind: str) -> str:
+    """What names weights of ``kind``: "slim or full or a weights file that exists"."""
+    return f"{' or '.join(NAMED_WEIGHTS[kind])} or a weights file that exists"
 
 
 def weights_file(kind: str, text: str) -> Path:
@@ -35,7 +42,7 @@ def weights_file(kind: str, text: str) -> Path:
         return names[text]
     if Path(text).is_file():
         return Path(text)
-    raise ValueError(f"{' or '.join(names)} or a weights file that exists, not {text[:80]!r}")
+    raise ValueError(f"{weights_choices(kind)}, not {text[:80]!r}")
 
 
 def load_codec(path: Path = CODEC_PATH) -> Codec:

@@ -31,7 +31,7 @@ from .condition import ChunkCondition, continuous_features, encode
 from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .linears import Linears, check_linears, with_linears
-from .loading import DIT_PATH, SLIM_CODEC_PATH, load_codec, load_dit
+from .loading import DEFAULT_CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .manifest import build_manifest
 from .passes import (
     CommitPass,
@@ -132,7 +132,7 @@ class Generator:
         return self._dits[linears]
 
     @classmethod
-    def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = SLIM_CODEC_PATH) -> Generator:
+    def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = DEFAULT_CODEC_PATH) -> Generator:
         """The default model from streaming_model/weights/ (WeightsError if missing or corrupt)."""
         dit, _ = load_dit(dit_path)
         return cls(dit, load_codec(codec_path))

@@ -33,7 +33,7 @@ from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
 from .linears import Linears, check_linears
-from .loading import DIT_PATH, SLIM_CODEC_PATH
+from .loading import DEFAULT_CODEC_PATH, DIT_PATH
 from .manifest import FRAMES_PER_CHUNK
 from .passes import CommitPass, PendingChunk
 from .runtime import Generator, Session, SessionSnapshot
@@ -153,7 +153,7 @@ class TinyBackend:
         max_batch: int = MAX_BATCH,
         commit_pass: CommitPass = "fused",
         dit: Path = DIT_PATH,
-        codec: Path = SLIM_CODEC_PATH,
+        codec: Path = DEFAULT_CODEC_PATH,
     ) -> TinyBackend:
         """The shipped weights, or the ``dit`` and ``codec`` files given (``WeightsError`` if missing or
         corrupt), warmed up."""

@@ -14,7 +14,7 @@ import msgspec
 from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, Linears, check_linears
-from ..loading import DEFAULT_WEIGHTS, NAMED_WEIGHTS, weights_file
+from ..loading import DEFAULT_WEIGHTS, weights_choices, weights_file
 from ..manifest import ACTION_NAMES
 from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
 from ..precision import PRECISIONS
@@ -94,8 +94,8 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "linears": (_linears, " or ".join(LINEARS)),
     "cache_noise": (_noise, "a number >= 0 (0 leaves the cache sound)"),
     "commit_pass": (check_commit_pass, " or ".join(COMMIT_PASSES)),
-    "dit": (_weights("dit"), f"{' or '.join(NAMED_WEIGHTS['dit'])} or a weights file that exists"),
-    "codec": (_weights("codec"), f"{' or '.join(NAMED_WEIGHTS['codec'])} or a weights file that exists"),
+    "dit": (_weights("dit"), weights_choices("dit")),
+    "codec": (_weights("codec"), weights_choices("codec")),
 }
 
 
