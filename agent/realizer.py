@@ -66,7 +66,8 @@ from events.stamp import Stamper
 from streaming_model.manifest import Manifest, build_manifest
 
 TickListener = Callable[[int], None]
-SpeechListener = Callable[[str], None]
+SpeechListener = Callable[[str, Source], None]
+"""Told the first speech of a block accepted, and who submitted it (``add_speech_listener``)."""
 
 
 class Realizer:
@@ -142,8 +143,9 @@ class Realizer:
             self._listeners.remove(listener)
 
     def add_speech_listener(self, listener: SpeechListener) -> None:
-        """Call ``listener(text)`` with the first speech of every block accepted, as it is submitted: before
-        a chunk cues it (the server's voice starts synthesising it then)."""
+        """Call ``listener(text, source)`` with the first speech of every block accepted and the block's
+        source, as it is submitted: before a chunk cues it (the server's voice starts synthesising it
+        then)."""
         self._speech_listeners.append(listener)
 
     # ----------------------------------------------------------------------------------- epochs
@@ -203,7 +205,7 @@ class Realizer:
         speech = next((b for b in block.behaviors if isinstance(b, Speech)), None)
         if speech is not None:
             for listener in self._speech_listeners:
-                listener(speech.text)
+                listener(speech.text, block.source)
         return Submission(block.id, True, after=tuple(sorted(entry.after)))
 
     def open_speech(self, block: Block) -> Submission:

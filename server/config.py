@@ -64,6 +64,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     voice_first_clause: bool = True
     """Synthesise a reply's first clause (up to its first comma) on its own, so its first audio is ready
     sooner (Piper's time grows with the text). The same text is split the same way every time."""
+    voice_redirects: bool = True
+    """The Director's speech, once its first audio is synthesised, regenerates the chunk in flight or a
+    generated chunk not yet sent where that still fits before its send (as a gesture does), instead of
+    waiting for the next chunk's decision (``server.speech.SpeechConfig.redirects``). Only the
+    Director's: speech from the user, a script or a story lands where it did."""
 
     loop_stall_report_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
     """Log where the event loop's thread was whenever the loop is held this long (``server.loop_watch``):
@@ -71,7 +76,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     def speech(self) -> SpeechConfig:
         """The voice's switches as the session factory takes them."""
-        return SpeechConfig(start=self.voice_start, first_clause=self.voice_first_clause)
+        return SpeechConfig(
+            start=self.voice_start, first_clause=self.voice_first_clause, redirects=self.voice_redirects
+        )
 
 
 class ConfigFileError(ValueError):

@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
 import numpy as np
 
+from agent.plans import Source
 from agent.realizer import Realizer, SpeechCue
 from events.tracing import SPEECH_CUED, SPEECH_SYNTHESISED, Tracer
 from server.media import MediaClock
@@ -63,12 +66,23 @@ before it spoke)."""
 
 
 class SpeechConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """How the server's voice starts: ``[server] voice_start`` and ``voice_first_clause``. These defaults
-    are the plain path (whole sentences, from the chunk that cues them); ``onstage serve`` takes the
-    ``[server]`` table's, where the first clause is on."""
+    """How the server's voice starts: ``[server] voice_start``, ``voice_first_clause`` and
+    ``voice_redirects``. These defaults are the plain path (whole sentences, from the chunk that cues
+    them); ``onstage serve`` takes the ``[server]`` table's."""
 
     start: VoiceStart = "cue_chunk"
     first_clause: bool = False
+    redirects: bool = False
+    """The Director's speech, once its first part is synthesised, is an urgent input (``on_ready``): it
+    may regenerate the chunk in flight or a generated one not yet sent, as a gesture does, instead of
+    waiting for the next chunk's decision. Where it starts then depends on Piper's speed as well as on
+    when the LLM answered; speech from the user, a script or a story is never moved (their frames stay
+    the same for the same inputs)."""
+
+
+EARLY_SOURCES: frozenset[Source] = frozenset({"director"})
+"""Whose speech ``SpeechConfig.redirects`` lets into a chunk already decided: the Director's, whose timing
+is the LLM's (never the same twice), unlike the inputs the determinism guarantee covers."""
 
 
 def speech_parts(sentences: list[str], first_clause: bool) -> list[str]:
@@ -125,12 +139,16 @@ class SpeechPlayer:
         self.overdue = 0
         """Chunks decided without their voice's audio, not ready by their deadline (``envelope``)."""
         self._prepared: dict[str, asyncio.Task[Utterance]] = {}
+        self.on_ready: Callable[[], None] | None = None
+        """Called when the first part of speech from ``EARLY_SOURCES`` is synthesised before any chunk
+        cued it, with ``config.redirects`` (the session's urgent inputs set it)."""
         realizer.add_speech_listener(self.prepare)
 
-    def prepare(self, text: str) -> None:
-        """Start synthesising the first part of speech ``text`` now, as it is submitted, rather than when a
-        chunk cues it (up to a chunk later, and that chunk's decision waits for it). The same part gives
-        the same audio whenever it is made, so the frames do not change; only the wait shortens."""
+    def prepare(self, text: str, source: Source) -> None:
+        """Start synthesising the first part of speech ``text`` (submitted by ``source``) now, as it is
+        submitted, rather than when a chunk cues it (up to a chunk later, and that chunk's decision waits
+        for it). The same part gives the same audio whenever it is made, so the frames do not change; only
+        the wait shortens (and, with ``config.redirects``, the Director's speech may start a chunk sooner)."""
         parts = self._parts(text)
         if not parts or parts[0] in self._prepared:
             return
@@ -139,8 +157,17 @@ class SpeechPlayer:
         except RuntimeError:  # submitted from outside the session's loop: synthesised when cued
             return
         self._prepared[parts[0]] = job
+        if self.config.redirects and source in EARLY_SOURCES:
+            job.add_done_callback(functools.partial(self._ready, parts[0]))
         while len(self._prepared) > PREPARED_MAX:
             self._prepared.pop(next(iter(self._prepared))).cancel()
+
+    def _ready(self, part: str, job: asyncio.Task[Utterance]) -> None:
+        """A prepared first part is synthesised: tell ``on_ready`` if no chunk has cued it yet (a cue takes
+        it from ``_prepared``; a decision that cued it waited for it already)."""
+        if self._prepared.get(part) is job and not job.cancelled() and job.exception() is None:
+            if self.on_ready is not None:
+                self.on_ready()
 
     def _parts(self, text: str) -> list[str]:
         """What synthesis goes through for ``text``, in order (``speech_parts`` under this config)."""

@@ -1,8 +1,8 @@
 """Each chunk's life until it is handed to the sender: generated under the decider's decision, redirected
 while in flight, replaced while generated and not yet sent.
 
-Redirect: while chunk k is being generated, an urgent event (speech, a sound, a gesture, an interrupt)
-wakes the maker. It waits for the reactive minds (reflexes, script triggers) to answer the event
+Redirect: while chunk k is being generated, an urgent event (speech, a sound, a gesture, an interrupt;
+with ``SpeechConfig.redirects``, the Director's speech once its first audio is ready) wakes the maker. It waits for the reactive minds (reflexes, script triggers) to answer the event
 (``EventBus.settle``), and if the deadline still allows a full regeneration, the realizer proposes a new
 decision for chunk k. When the condition is unchanged the proposal is committed and the chunk in flight
 stands for it (its ``reflects`` name the event); when it changed, the generation in flight is cancelled
@@ -30,11 +30,10 @@ from typing import Any
 from agent.handover import Handover
 from agent.story.player import StoryPlayer
 from events.bus import EventBus
-from events.vocabulary import Event
 from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
 from server.core.schedule import ChunkSchedule
-from server.core.urgent import UrgentInputs
+from server.core.urgent import Urgent, UrgentInputs
 from server.media import encode_frames
 from streaming_model.worker import Cancel, GeneratorWorker
 
@@ -225,8 +224,8 @@ class ChunkMaker:
             elif redo is not None:
                 return redo
 
-    async def _redecide(self, event: Event, chunk: ReadyChunk, *, regenerate: bool) -> Redecision | None:
-        """After an urgent event: once the reactive minds have answered it, re-decide ``chunk`` if a
+    async def _redecide(self, event: Urgent, chunk: ReadyChunk, *, regenerate: bool) -> Redecision | None:
+        """After an urgent input: once the reactive minds have answered it, re-decide ``chunk`` if a
         regeneration still fits before its send (None, and the event lands in the next chunk, if not)."""
         self.urgent.take(event)
         if not self.schedule.time_to_redo(chunk.index):

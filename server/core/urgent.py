@@ -1,11 +1,15 @@
 """A session's urgent inputs: the events that may redirect the chunk in flight or replace a generated chunk
 not yet sent (the reflexes answer them), taken one at a time while a chunk is made, or all at once before
-the next is decided. Taking one acts on it at once: a user who starts talking cuts the character off."""
+the next is decided. Taking one acts on it at once: a user who starts talking cuts the character off.
+With ``SpeechConfig.redirects``, the Director's speech whose first audio is ready is one too
+(``VoiceReady``)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+
+import msgspec
 
 from events.bus import EventBus, Subscription
 from events.vocabulary import (
@@ -25,6 +29,15 @@ URGENT = (SpeechStarted, SpeechStopped, SoundOnset, SoundClass, Gesture, Interru
 """Events that may redirect the chunk in flight (the reflexes answer them)."""
 
 
+class VoiceReady(msgspec.Struct, frozen=True):
+    """The first audio of speech the Director submitted since the last decision is synthesised
+    (``SpeechPlayer.on_ready``): a re-decision may now start it without waiting for Piper."""
+
+
+Urgent = Event | VoiceReady
+"""What wakes the chunk maker: an urgent event from the bus, or the Director's voice being ready."""
+
+
 class UrgentInputs:
     """The urgent events on ``bus`` from ``subscribe`` on, on ``schedule``'s clock; ``cut_voice`` stops the
     character's speech (``player``'s) after the last frame sent, when the user talks over it."""
@@ -37,43 +50,64 @@ class UrgentInputs:
         self.schedule = schedule
         self._cut_voice = cut_voice
         self._urgent: Subscription | None = None
+        self._voice_ready = asyncio.Event()
+        if player.config.redirects:
+            player.on_ready = self._voice_ready.set
 
     def subscribe(self) -> None:
         """Queue the urgent events published from now on (the session starts)."""
         self._urgent = self.bus.subscribe(*URGENT, name="conductor", maxsize=64)
 
-    async def get(self) -> Event:
-        """The next urgent event (taken: the caller acts on it with ``take``)."""
-        assert self._urgent is not None
-        return await self._urgent.get()
+    async def get(self) -> Urgent:
+        """The next urgent input (taken: the caller acts on it with ``take``)."""
+        event = await self._next(None)
+        assert event is not None
+        return event
 
-    async def until(self, t: float) -> Event | None:
-        """The next urgent event, or None once the session's clock reaches ``t``."""
-        assert self._urgent is not None
+    async def until(self, t: float) -> Urgent | None:
+        """The next urgent input, or None once the session's clock reaches ``t``."""
         if self.schedule.now() >= t:
             return None
         due = asyncio.Event()
         timer = self.schedule.clock.call_at(t, due.set)
-        event = asyncio.ensure_future(self._urgent.get())
-        timeout = asyncio.ensure_future(due.wait())
         try:
-            await asyncio.wait({event, timeout}, return_when=asyncio.FIRST_COMPLETED)
+            return await self._next(due)
         finally:
             timer.cancel()
-            for waiter in (event, timeout):
-                if not waiter.done():
-                    waiter.cancel()
-            # wait() rather than awaiting them: a CancelledError of theirs must not swallow ours.
-            await asyncio.wait({event, timeout})
-        return event.result() if not event.cancelled() else None
 
-    def take(self, event: Event) -> None:
-        """What an urgent event does at once, whatever chunk comes to show it."""
+    async def _next(self, due: asyncio.Event | None) -> Urgent | None:
+        """The next urgent input (a bus event first when both kinds are there), or None once ``due`` is
+        set. One wait for all three: an event taken off the bus is always returned, never dropped."""
+        assert self._urgent is not None
+        if (event := self._urgent.get_nowait()) is None and not self._voice_ready.is_set():
+            taking = asyncio.ensure_future(self._urgent.get())
+            waits = {taking, asyncio.ensure_future(self._voice_ready.wait())}
+            if due is not None:
+                waits.add(asyncio.ensure_future(due.wait()))
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waits:
+                    waiter.cancel()  # a done one keeps its result
+                # wait() rather than awaiting them: a CancelledError of theirs must not swallow ours.
+                await asyncio.wait(waits)
+            if not taking.cancelled():
+                return taking.result()  # the event it took (or the subscription's end, raised)
+        if event is not None:
+            return event
+        if self._voice_ready.is_set():
+            self._voice_ready.clear()
+            return VoiceReady()
+        return None
+
+    def take(self, event: Urgent) -> None:
+        """What an urgent input does at once, whatever chunk comes to show it."""
         if isinstance(event, SpeechStarted) and self.player.speaking:
             self._cut_voice()  # the user talks over the character
 
     def drain(self) -> None:
-        """Take every urgent event queued (the next decision sees them all)."""
+        """Take every urgent input queued (the next decision sees them all)."""
         assert self._urgent is not None
+        self._voice_ready.clear()
         while (event := self._urgent.get_nowait()) is not None:
             self.take(event)

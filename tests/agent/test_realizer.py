@@ -475,13 +475,14 @@ def test_random_plans_interrupts_and_epochs_always_give_valid_conditions(bus: Ev
 
 def test_speech_listeners_hear_the_first_speech_of_each_block_accepted_before_any_chunk_cues_it() -> None:
     realizer = Realizer()
-    heard: list[str] = []
-    realizer.add_speech_listener(heard.append)
+    heard: list[tuple[str, str]] = []
+    realizer.add_speech_listener(lambda text, source: heard.append((text, source)))
     realizer.tick(0)
     realizer.submit(Block(behaviors=[Action(name="nod"), Speech(text="Hello."), Speech(text="Again.")]))
     realizer.submit(Block(behaviors=[Action(name="jump")]))  # no speech: nothing to hear
+    realizer.submit(Block(source="script", behaviors=[Speech(text="Scripted.")]))
     old = realizer.epoch("director")
     realizer.advance_epoch("director")
     stale = realizer.submit(Block(source="director", epoch=old, behaviors=[Speech(text="Too late.")]))
     assert not stale.accepted
-    assert heard == ["Hello."]
+    assert heard == [("Hello.", "director"), ("Scripted.", "script")]

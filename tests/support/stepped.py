@@ -11,6 +11,7 @@ from server import protocol as p
 from server.core.conductor import Conductor, ConductorConfig
 from server.core.outputs import VideoOut
 from server.sessions import SessionFactory
+from server.speech import SpeechConfig
 from tests.support.clock import SteppedClock
 from tests.support.outputs import WAIT_S, Script
 
@@ -56,12 +57,15 @@ class Stepped:
 
 @contextlib.asynccontextmanager
 async def stepped_session(
-    factory: SessionFactory, name: str, replace: bool, lead: float = LEAD
+    factory: SessionFactory, name: str, replace: bool, lead: float = LEAD, speech: SpeechConfig | None = None
 ) -> AsyncIterator[Stepped]:
-    """A session of ``factory``'s backend on a stepped clock, started with a ``Script`` sink; closed after."""
+    """A session of ``factory``'s backend on a stepped clock, started with a ``Script`` sink; closed after.
+    ``speech``: how its voice starts (``SpeechConfig()`` by default)."""
     clock = SteppedClock(100.0)
     config = ConductorConfig(lead_chunks=lead, replace=replace)
-    sessions = SessionFactory(factory.backend, factory.voice, factory.hearing, conductor=config, clock=clock)
+    sessions = SessionFactory(
+        factory.backend, factory.voice, factory.hearing, conductor=config, clock=clock, speech=speech
+    )
     core, _ = await sessions.create(name, p.SessionStart(seed=3, director="none"), "token")
     script = Script()
     await core.start(script)

@@ -216,10 +216,10 @@ async def test_only_on_time_lets_a_decision_past_its_deadline_go_without_the_voi
         assert player.overdue == int(closed)
 
 
-def test_the_server_table_names_both_switches_and_starts_with_the_cue_chunk_by_default() -> None:
-    assert ServerConfig().speech() == SpeechConfig(start="cue_chunk", first_clause=True)
-    quick = ServerConfig(voice_start="when_ready", voice_first_clause=False).speech()
-    assert quick == SpeechConfig(start="when_ready", first_clause=False)
+def test_the_server_table_names_the_switches_and_starts_with_the_cue_chunk_by_default() -> None:
+    assert ServerConfig().speech() == SpeechConfig(start="cue_chunk", first_clause=True, redirects=True)
+    quick = ServerConfig(voice_start="when_ready", voice_first_clause=False, voice_redirects=False).speech()
+    assert quick == SpeechConfig(start="when_ready", first_clause=False, redirects=False)
 
 
 @pytest.mark.parametrize(
