@@ -119,7 +119,7 @@ def _add_eval(sub: _Subcommands) -> None:
         description="Run the scripted evaluation (every action, side turns, mouth against the voice, "
         "identity, motion, a long session for drift) on the same seeds for two configurations, and judge "
         "each probe metric: within the noise floor or not. Writes DIR/report.md with PNG plots and "
-        "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, linears=float|int8, "
+        "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, linears=auto|float|int8, "
         "precision=auto|bf16|fp32, cache_noise=X (a deliberately damaged cache), commit_pass=fused|apart "
         "(a chunk into the cache in the next chunk's pass, or in a pass of its own), codec=slim|full (the "
         "served decoder, or the full one that taught it), dit=PATH and codec=PATH (other weights: a trained "

@@ -2,8 +2,8 @@
 
 Options arrive as text (``--backend-option fps=16``, ``--backend-option linears=int8``); each backend
 names the ones it takes, and a wrong name, option or value is a ``ValueError`` saying which and what would
-do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``float`` or ``int8``,
-``streaming_model.linears``), ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
+do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``auto``, the default:
+int8 where the machine computes in fp32; ``float`` or ``int8``: ``streaming_model.linears``), ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
 ``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
 ``streaming_model.passes``), ``dit`` and ``codec`` (``slim``, the default, or ``full``: the cheaper decoder
 or the one that taught it; or weights files other than the shipped ones: a trained candidate, served before
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import Backend
-from .linears import Linears, check_linears
+from .linears import LinearsChoice, check_linears
 from .loading import weights_file
 from .passes import CommitPass, check_commit_pass
 
@@ -55,7 +55,7 @@ def _integer(key: str, text: str) -> int:
         raise ValueError(f"backend option {key} must be an integer, got {text[:40]!r}") from None
 
 
-def _linears(_key: str, text: str) -> Linears:
+def _linears(_key: str, text: str) -> LinearsChoice:
     return check_linears(text)
 
 

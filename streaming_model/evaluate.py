@@ -26,7 +26,7 @@ import torch
 from .codec import Codec, chunk_voices, to_pixels, to_uint8
 from .condition import SIDE_SIGN, ChunkCondition, ConditionError
 from .kv_cache import CacheMode
-from .linears import Linears
+from .linears import LinearsChoice
 from .loading import DEFAULT_CODEC_PATH, DIT_PATH, load_codec
 from .manifest import ACTION_NAMES, FRAMES_PER_CHUNK
 from .passes import CommitPass
@@ -121,7 +121,7 @@ def run_model(
     steps: int = STEPS,
     *,
     cache_noise: float = 0.0,
-    linears: Linears = "float",
+    linears: LinearsChoice = "float",
     commit_pass: CommitPass = "fused",
     actions: Sequence[str] = ACTION_NAMES,
     side_turns: int = SIDE_TURNS,

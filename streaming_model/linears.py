@@ -12,14 +12,16 @@ committed beside the next one in a fused pass). Integer products sum exactly in 
 outputs are then the same bit for bit however the chunks are grouped, as the float path's are.
 
 It is a speed switch: what it does to the picture is measured by ``onstage eval`` with ``linears=int8``,
-never assumed.
+never assumed. ``auto`` (what sessions run unless told) chooses per machine: int8 where the machine computes
+in fp32 (it paid there: 6 % of a chunk and 16 % of a lone session's cores on an AVX2 EPYC), float where it
+computes in bf16 (the int8 kernels read fp32, so there they would widen every input and cost).
 """
 
 from __future__ import annotations
 
 import copy
 import warnings
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 import torch
 from torch import nn
@@ -27,19 +29,32 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from torch.ao.quantization import quantize_dynamic
 
 from .dit import DiT
+from .precision import compute_dtype
 
 Linears = Literal["float", "int8"]
-LINEARS: tuple[str, ...] = get_args(Linears)
+"""What the blocks compute in, once chosen."""
+LinearsChoice = Literal["auto", "float", "int8"]
+"""What may be asked for: ``auto`` is this machine's choice (``chosen_linears``)."""
+LINEARS: tuple[str, ...] = get_args(LinearsChoice)
 """The choices, the default first."""
 
 
-def check_linears(linears: str) -> Linears:
-    """``linears`` as a ``Linears``; ``ValueError`` naming the choices for anything else."""
-    if linears == "float":
-        return "float"
-    if linears == "int8":
-        return "int8"
+def check_linears(linears: str) -> LinearsChoice:
+    """``linears`` as a ``LinearsChoice``; ``ValueError`` naming the choices for anything else."""
+    for choice in get_args(LinearsChoice):
+        if linears == choice:
+            return cast("LinearsChoice", choice)
     raise ValueError(f"linears must be one of {', '.join(LINEARS)}, not {linears[:40]!r}")
+
+
+def chosen_linears(linears: str) -> Linears:
+    """What ``linears`` computes in on this machine: ``auto`` is ``int8`` where it computes in fp32 and
+    torch has the fbgemm engine, ``float`` elsewhere (``check_linears``' error for anything else)."""
+    choice = check_linears(linears)
+    if choice != "auto":
+        return choice
+    fp32 = compute_dtype() == torch.float32
+    return "int8" if fp32 and "fbgemm" in torch.backends.quantized.supported_engines else "float"
 
 
 QUANTISED = ("qkv", "proj", "mlp")
@@ -64,10 +79,10 @@ class Int8Linear(nn.Module):
         return y
 
 
-def with_linears(dit: DiT, linears: Linears) -> DiT:
+def with_linears(dit: DiT, linears: LinearsChoice) -> DiT:
     """``dit`` itself for ``float``; for ``int8`` a copy whose blocks' token-wise Linear layers
-    (``QUANTISED``) are dynamically quantised (``dit`` is left as it was)."""
-    if check_linears(linears) == "float":
+    (``QUANTISED``) are dynamically quantised (``dit`` is left as it was); ``auto`` as chosen here."""
+    if chosen_linears(linears) == "float":
         return dit
     if "fbgemm" not in torch.backends.quantized.supported_engines:
         raise ValueError("linears=int8 needs torch's fbgemm engine (x86), which this torch lacks")

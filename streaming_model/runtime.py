@@ -30,7 +30,7 @@ from .codec import Codec, to_pixels
 from .condition import ChunkCondition, continuous_features, encode
 from .dit import DiT
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
-from .linears import Linears, check_linears, with_linears
+from .linears import Linears, LinearsChoice, chosen_linears, with_linears
 from .loading import DEFAULT_CODEC_PATH, DIT_PATH, load_codec, load_dit
 from .manifest import build_manifest
 from .passes import (
@@ -121,15 +121,15 @@ class Generator:
         self.vocabulary = build_manifest(scene=dit.cfg.scene_dim > 0)
         """What a condition may name: the scene and the actions toward it only if the weights read them."""
 
-    def dit_for(self, linears: Linears) -> DiT:
-        """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``)
-        and the float ones held in the compute format (``precision.held_for_compute``; bit-identical to
+    def dit_for(self, linears: LinearsChoice) -> DiT:
+        """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``;
+        ``auto`` as this machine chooses) and the float ones held in the compute format (``precision.held_for_compute``; bit-identical to
         ``self.dit`` inside ``computing()``). Made on first use and shared by every session that asks for it;
         ``self.dit`` stays the fp32 model as loaded."""
-        linears = check_linears(linears)
-        if linears not in self._dits:
-            self._dits[linears] = cast("DiT", held_for_compute(with_linears(self.dit, linears)))
-        return self._dits[linears]
+        chosen = chosen_linears(linears)
+        if chosen not in self._dits:
+            self._dits[chosen] = cast("DiT", held_for_compute(with_linears(self.dit, chosen)))
+        return self._dits[chosen]
 
     @classmethod
     def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = DEFAULT_CODEC_PATH) -> Generator:
@@ -146,7 +146,7 @@ class Generator:
         cache_mode: CacheMode = "write_time",
         journal: int = 8,
         cache_noise: float = 0.0,
-        linears: Linears = "float",
+        linears: LinearsChoice = "float",
         commit_pass: CommitPass = "fused",
     ) -> Session:
         """A new session whose identity comes from a reference chunk/image, or a built-in identity.
@@ -155,7 +155,8 @@ class Generator:
         next one (``generate_many``), ``apart`` in a pass of its own at ``commit`` (the path before).
 
         ``linears``: what the transformer blocks' matrix products compute in (``streaming_model.linears``;
-        ``float`` as trained, ``int8`` the faster dynamic quantisation).
+        ``float`` as trained, ``int8`` the faster dynamic quantisation, ``auto`` this machine's choice, as a
+        served session's).
 
         ``cache_noise`` damages the session on purpose (0 in every real one): seeded Gaussian noise of that
         many standard deviations of each committed chunk's keys and values is added to them before the

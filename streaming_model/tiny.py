@@ -32,7 +32,7 @@ from .backend import BackendManifest, BackendSession, Batching, Capabilities, Pe
 from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
 from .kv_cache import SnapshotError
-from .linears import Linears, check_linears
+from .linears import Linears, LinearsChoice, chosen_linears
 from .loading import DEFAULT_CODEC_PATH, DIT_PATH
 from .manifest import FRAMES_PER_CHUNK
 from .passes import CommitPass, PendingChunk
@@ -110,16 +110,18 @@ class TinyBackend:
         generator: Generator,
         steps: int = STEPS,
         warmup_chunks: int = 4,
-        linears: Linears = "float",
+        linears: LinearsChoice = "auto",
         max_batch: int = MAX_BATCH,
         commit_pass: CommitPass = "fused",
     ) -> None:
         """``max_batch``: the largest batch measured at warm-up; below 2 the backend does not batch.
-        ``commit_pass``: ``fused`` (where ``fusing_is_exact``; else ``apart``) or ``apart``."""
+        ``commit_pass``: ``fused`` (where ``fusing_is_exact``; else ``apart``) or ``apart``. ``linears``:
+        ``auto`` (int8 where the machine computes in fp32), ``float`` or ``int8`` (``streaming_model.linears``;
+        ``self.linears`` is what was chosen)."""
         if not 1 <= steps <= 64:
             raise ValueError(f"steps must be in [1, 64], got {steps}")
         self.generator, self.steps = generator, steps
-        self.linears = check_linears(linears)
+        self.linears = chosen_linears(linears)
         generator.dit_for(self.linears)  # quantised here, at warm-up, not in a session's first chunk
         fused = commit_pass == "fused" and fusing_is_exact(generator, steps, self.linears)
         self.commit_pass: CommitPass = "fused" if fused else "apart"
@@ -149,7 +151,7 @@ class TinyBackend:
     def load(
         cls,
         steps: int = STEPS,
-        linears: Linears = "float",
+        linears: LinearsChoice = "auto",
         max_batch: int = MAX_BATCH,
         commit_pass: CommitPass = "fused",
         dit: Path = DIT_PATH,

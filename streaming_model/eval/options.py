@@ -13,7 +13,7 @@ import msgspec
 
 from ..evaluate import SIDE_TURNS
 from ..kv_cache import CacheMode
-from ..linears import LINEARS, Linears, check_linears
+from ..linears import LINEARS, LinearsChoice, check_linears
 from ..loading import DEFAULT_WEIGHTS, weights_choices, weights_file
 from ..manifest import ACTION_NAMES
 from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
@@ -29,14 +29,14 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     steps: int = STEPS  # denoise steps per chunk
     cache: CacheMode = "write_time"  # the KV cache path: write-time maintenance, or the naive reference
     precision: str = AUTO  # "bf16", "fp32", or the machine's choice
-    linears: Linears = "float"  # the transformer blocks' matrix products: as trained, or dynamic int8
+    linears: LinearsChoice = "auto"  # the blocks' matrix products: the machine's choice, as trained, or int8
     cache_noise: float = 0.0  # > 0 damages the cache on purpose (``Generator.open_session``)
     commit_pass: CommitPass = "fused"  # a chunk into the cache in the next chunk's pass, or in one apart
     dit: str = DEFAULT_WEIGHTS["dit"]  # the transformer's weights: the shipped ones, or a file (a candidate)
     codec: str = DEFAULT_WEIGHTS["codec"]  # the codec's: "slim" (served), "full" (its teacher), or a file
 
     def describe(self, names: Sequence[str] | None = None) -> str:
-        """``steps=2 cache=write_time precision=auto linears=float cache_noise=0 commit_pass=fused``: every
+        """``steps=2 cache=write_time precision=auto linears=auto cache_noise=0 commit_pass=fused``: every
         option, or those named."""
         return " ".join(f"{name}={_text(getattr(self, name))}" for name in names or self.__struct_fields__)
 
@@ -68,7 +68,7 @@ def _precision(text: str) -> str:
     return text
 
 
-def _linears(text: str) -> Linears:
+def _linears(text: str) -> LinearsChoice:
     return check_linears(text)
 
 

@@ -19,6 +19,7 @@ import msgspec
 import torch
 
 from ..evaluate import run_model
+from ..linears import chosen_linears
 from ..loading import weights_file
 from ..precision import PRECISIONS, compute_dtype
 from ..runtime import Generator
@@ -34,6 +35,7 @@ class SeedScores(msgspec.Struct, frozen=True, kw_only=True):
     metrics: dict[str, float | None]
     drift: Drift | None
     precision: str  # the format the worker computed in ("bf16" or "fp32")
+    linears: str = "float"  # what the blocks' matrix products computed in there ("float" or "int8")
     seconds: float  # the seed's wall time in its worker
 
 
@@ -97,6 +99,7 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
         metrics=seed_metrics(result, drift),
         drift=drift,
         precision=precision,
+        linears=chosen_linears(options.linears),
         seconds=time.perf_counter() - t0,
     )
 

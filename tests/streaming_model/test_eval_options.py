@@ -18,7 +18,7 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert options == RunOptions(steps=1, cache="naive", precision="fp32", cache_noise=0.5)
     assert (
         options.describe()
-        == "steps=1 cache=naive precision=fp32 linears=float cache_noise=0.5 commit_pass=fused dit=shipped codec=slim"
+        == "steps=1 cache=naive precision=fp32 linears=auto cache_noise=0.5 commit_pass=fused dit=shipped codec=slim"
     )
     assert options.describe(["cache"]) == "cache=naive"
 

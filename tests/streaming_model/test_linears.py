@@ -1,5 +1,6 @@
-"""``linears``: the transformer blocks' matrix products as trained (``float``, the default) or dynamically
-quantised to int8. An int8 session is as deterministic as a float one and draws a picture of its own; its
+"""``linears``: the transformer blocks' matrix products as trained (``float``, a runtime session's default)
+or dynamically quantised to int8; ``auto`` (a served session's and the evaluation's default) is int8 where
+the machine computes in fp32 and float where it computes in bf16. An int8 session is as deterministic as a float one and draws a picture of its own; its
 chunks come out the same bit for bit whether committed in a fused pass or apart, batched or alone (each
 chunk's tokens are quantised with their own scale); the float model is left exactly as it was (in fp32 and
 under bf16 autocast alike); the switch reaches sessions through the tiny backend and the evaluation's
@@ -12,10 +13,11 @@ import pytest
 import torch
 from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
+from streaming_model import linears as linears_module
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
 from streaming_model.eval.options import RunOptions, parse_options
-from streaming_model.linears import Int8Linear, Linears
+from streaming_model.linears import Int8Linear, Linears, chosen_linears
 from streaming_model.passes import CommitPass
 from streaming_model.runtime import Generator
 from streaming_model.tiny import TinyBackend, fusing_is_exact
@@ -71,14 +73,35 @@ def test_the_tiny_backend_takes_linears_as_an_option(tiny_generator: Generator) 
         assert backend.commit_pass == "fused"
     assert np.array_equal(np.stack(through_backend), frames(tiny_generator, "int8", commit_pass="apart"))
     assert np.array_equal(np.stack(through_backend), frames(tiny_generator, "int8", commit_pass="fused"))
-    with pytest.raises(ValueError, match="linears must be one of float, int8, not 'fp8'"):
+    with pytest.raises(ValueError, match="linears must be one of auto, float, int8, not 'fp8'"):
         open_backend("tiny", {"linears": "fp8"})
 
 
 def test_the_evaluation_takes_linears_as_an_option() -> None:
-    assert parse_options([]).linears == "float"
+    assert parse_options([]).linears == "auto"
     options = parse_options(["steps=1", "linears=int8"])
     assert options == RunOptions(steps=1, linears="int8")
     assert options.describe(["steps", "linears"]) == "steps=1 linears=int8"
-    with pytest.raises(ValueError, match="option linears takes float or int8, not 'int4'"):
+    with pytest.raises(ValueError, match="option linears takes auto or float or int8, not 'int4'"):
         parse_options(["linears=int4"])
+
+
+INT8_KERNELS = "fbgemm" in torch.backends.quantized.supported_engines  # x86 builds of torch
+
+
+@pytest.mark.parametrize(
+    ("computes_in", "chosen"),
+    [(torch.float32, "int8" if INT8_KERNELS else "float"), (torch.bfloat16, "float")],
+)
+def test_auto_is_int8_where_the_machine_computes_in_fp32_and_float_where_in_bf16(
+    monkeypatch: pytest.MonkeyPatch, computes_in: torch.dtype, chosen: str
+) -> None:
+    monkeypatch.setattr(linears_module, "compute_dtype", lambda: computes_in)
+    assert chosen_linears("auto") == chosen
+    assert (chosen_linears("float"), chosen_linears("int8")) == ("float", "int8")  # asked for: as asked
+
+
+def test_a_served_session_computes_as_the_machine_chooses(tiny_generator: Generator) -> None:
+    served = TinyBackend(tiny_generator, warmup_chunks=1)
+    assert served.linears == chosen_linears("auto")
+    assert tiny_generator.dit_for("auto") is tiny_generator.dit_for(served.linears)  # one model, shared
