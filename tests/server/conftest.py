@@ -6,17 +6,14 @@ import pytest
 import pytest_asyncio
 
 from server.app import OnstageServer
-from server.limits import Limits
 from server.sessions import SessionFactory
+from tests.support.serving import SHARED_SERVER_LIMITS, serving
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def server(factory: SessionFactory):
-    # Room for the sessions of earlier tests that still wait out their resume grace.
-    srv = OnstageServer(factory, Limits(admission="ceiling", max_sessions=6, resume_grace_s=0.5))
-    await srv.start("127.0.0.1", 0)
-    yield srv
-    await srv.close()
+    async with serving(factory, SHARED_SERVER_LIMITS) as (srv, _):
+        yield srv
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""A real server on loopback for a test, and a wait for server state that has no event of its own."""
+"""A real server on loopback for a test (and the limits of one that several tests share), and a wait for
+server state that has no event of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from server.client import SessionClient
 from server.limits import Limits
 from server.sessions import SessionFactory
 from tests.support.llm_server import LLMServer
+
+SHARED_SERVER_LIMITS = Limits(admission="ceiling", max_sessions=6, resume_grace_s=0.5)
+"""The limits of an in-process server that the tests of a module (or a package) share: room for the
+sessions of earlier tests that still wait out their resume grace."""
 
 
 @contextlib.asynccontextmanager
