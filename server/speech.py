@@ -13,7 +13,8 @@ interruption the words that were actually played (``heard_text``); the realizer 
 ``character.speech`` events, which the Director's memory and the client both read. It traces the cue and
 the first sentence synthesised under the cue's cause (``events.tracing``).
 
-``SpeechConfig`` holds the two switches that trade exactness for an earlier first sound:
+``SpeechConfig`` holds the switches that trade exactness for an earlier first sound (and ``redirects``,
+which lets the Director's speech into a chunk already decided once its first audio is ready):
 ``first_clause`` synthesises a first sentence's first clause (up to its first comma) on its own, as
 Piper's time grows with the text; ``start`` says where cued speech begins (see ``Decider``):
 ``cue_chunk`` with the chunk that cued it or ``next_chunk`` a chunk after it, the mouth waiting for the

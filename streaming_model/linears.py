@@ -36,7 +36,7 @@ Linears = Literal["float", "int8"]
 LinearsChoice = Literal["auto", "float", "int8"]
 """What may be asked for: ``auto`` is this machine's choice (``chosen_linears``)."""
 LINEARS: tuple[str, ...] = get_args(LinearsChoice)
-"""The choices, the default first."""
+"""The choices, the served default (``auto``) first."""
 
 
 def check_linears(linears: str) -> LinearsChoice:

@@ -123,9 +123,9 @@ class Generator:
 
     def dit_for(self, linears: LinearsChoice) -> DiT:
         """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``;
-        ``auto`` as this machine chooses) and the float ones held in the compute format (``precision.held_for_compute``; bit-identical to
-        ``self.dit`` inside ``computing()``). Made on first use and shared by every session that asks for it;
-        ``self.dit`` stays the fp32 model as loaded."""
+        ``auto`` as this machine chooses) and the float ones held in the compute format
+        (``precision.held_for_compute``; bit-identical to ``self.dit`` inside ``computing()``). Made on first
+        use and shared by every session that asks for it; ``self.dit`` stays the fp32 model as loaded."""
         chosen = chosen_linears(linears)
         if chosen not in self._dits:
             self._dits[chosen] = cast("DiT", held_for_compute(with_linears(self.dit, chosen)))
