@@ -12,15 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import NamedTuple, get_args
 
 import torch
 
 from ..evaluate import script
-from ..linears import LINEARS, Linears
+from ..linears import Linears
 from ..runtime import Generator
 from ..sampler import STEPS
 from ..world.palette import NUM_IDENTITIES
+
+KINDS: tuple[Linears, ...] = get_args(Linears)
+"""What the sessions compute in, in turns: float, then int8 (each by name, never ``auto``: the latents
+must not depend on the machine that makes them)."""
 
 FIRST_SEED = 100_000
 """The first seed of the sessions taught on: the evaluation runs seeds from 0, so never these."""
@@ -42,7 +46,7 @@ def scripted_latents(
     latents: list[torch.Tensor] = []
     voices: list[tuple[float, ...]] = []
     for i, seed in enumerate(seeds):
-        linears = cast("Linears", LINEARS[i % len(LINEARS)])
+        linears = KINDS[i % len(KINDS)]
         session = gen.open_session(identity=seed % NUM_IDENTITIES, seed=seed, steps=steps, linears=linears)
         for cond in script(seed)[0]:
             pending = session.generate(cond)
