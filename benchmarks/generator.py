@@ -22,8 +22,9 @@ The paths, each its own session on the same script and seed:
   generates the next (``commit_pass="fused"``, ``streaming_model.passes``: its commit's time is in
   ``gen``); every other path commits in a pass of its own (``apart``);
 - ``1 step fused slim`` (a session as served where the machine computes in bf16), ``1 step int8 fused
-  slim`` (as served where it computes in fp32: ``linears=auto``): the same on the slim codec, whose decoder has no residual block per frame (``codec_train --slim --teacher``; ``--slim-codec
-  PATH`` for another); the paths above decode with the full codec (``--codec``), as today's did;
+  slim`` (as served where it computes in fp32: ``linears=auto``): the same on the slim codec, whose
+  decoder has no residual block per frame (``codec_train --slim --teacher``; ``--slim-codec PATH`` for
+  another); the paths above decode with the full codec (``--codec``), as today's did;
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.

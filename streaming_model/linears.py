@@ -41,9 +41,8 @@ LINEARS: tuple[str, ...] = get_args(LinearsChoice)
 
 def check_linears(linears: str) -> LinearsChoice:
     """``linears`` as a ``LinearsChoice``; ``ValueError`` naming the choices for anything else."""
-    for choice in get_args(LinearsChoice):
-        if linears == choice:
-            return cast("LinearsChoice", choice)
+    if linears in LINEARS:
+        return cast("LinearsChoice", linears)
     raise ValueError(f"linears must be one of {', '.join(LINEARS)}, not {linears[:40]!r}")
 
 
