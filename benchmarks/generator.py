@@ -57,6 +57,8 @@ from streaming_model.world.episodes import reference_chunk
 from tests.support.commit_pass import commit_whole
 
 BUDGET_MS = 1000.0 * build_manifest().chunk_s  # the tiny model's chunk: 166.7 ms
+WARM = 5
+"""Chunks per path left out of the figures: they pay one-time allocation costs."""
 
 
 def rss_mb() -> float:
@@ -110,9 +112,9 @@ class Lane:
             self.rss.append(rss_mb())
 
     def summary(self) -> dict[str, float]:
-        """Median, p99, max, late share, stage medians, upkeep and memory (the first 5 chunks left out:
-        they pay one-time allocation costs)."""
-        warm, stages = self.times[5:], np.array(self.stages[5:])
+        """Median, p99, max, late share, stage medians, upkeep and memory (the first ``WARM`` chunks left
+        out: they pay one-time allocation costs)."""
+        warm, stages = self.times[WARM:], np.array(self.stages[WARM:])
         rss = [*self.rss, rss_mb()]
         return {
             "chunks": len(self.times),
@@ -192,6 +194,8 @@ def main() -> None:
         help="the slim paths' codec (default: the shipped slim one, codec_train --slim --teacher)",
     )
     args = ap.parse_args()
+    if min(args.chunks, args.naive_chunks) <= WARM:
+        ap.error(f"--chunks and --naive-chunks must be more than the {WARM} warm-up chunks left out")
     torch.set_num_threads(args.threads)
     gen = Generator.load(args.dit, args.codec)
     slim = Generator.load(args.dit, args.slim_codec)

@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 import torch
 
+from .allocator import keep_freed_pages
 from .codec import Codec, to_pixels
 from .condition import ChunkCondition, continuous_features, encode
 from .dit import DiT
@@ -113,6 +114,8 @@ class Generator:
     """Holds the shipped models; opens sessions."""
 
     def __init__(self, dit: DiT, codec: Codec) -> None:
+        # The process that runs the model keeps its freed pages: a chunk otherwise faults a thousand in.
+        keep_freed_pages()
         self.dit = dit.eval()
         # Channels-last convolutions: the decoder took 30 ms a chunk instead of 50 in fp32 on one AVX2
         # thread, with bit-identical pixels.
