@@ -3,10 +3,13 @@
 A chunk allocates and frees the same few megabytes of tensors over and over (the decoder's feature maps
 are 2 MiB each). glibc's malloc hands blocks that large to ``mmap`` and gives freed ones back to the
 kernel (``munmap``, or trimming the heap's top), so the next chunk touches fresh pages and takes a page
-fault per 4 KiB: about 1,100 faults a chunk on the main thread and 1,650 on a worker thread, 5-10 % of a
-chunk's time on a virtual machine's AVX2 EPYC (BENCHMARKS.md, "Thirty-first session"). Raising the two
-thresholds keeps such blocks in the heap and the heap's freed top mapped: a few faults a chunk, the same
-bits, and at most ``TRIM_THRESHOLD`` more resident memory per malloc arena.
+fault per 4 KiB: about 1,100 faults a chunk on the main thread and 1,400-2,100 on a worker thread, 5-8 %
+of a chunk's time on a virtual machine's AVX2 EPYC (BENCHMARKS.md, "Thirty-first session"). glibc raises
+its thresholds by itself once a process frees a larger block than before, so whether a process faults
+depended on its history: a served ``onstage serve`` took about 50 faults a chunk either way (something in
+its start-up had raised them), the benchmarks' processes 1,400. Raising the two thresholds up front keeps such blocks in
+the heap and the heap's freed top mapped in every process: a few faults a chunk, the same bits, and at
+most ``TRIM_THRESHOLD`` more resident memory per malloc arena.
 
 A process where the environment sets glibc's allocator itself (any ``MALLOC_*`` variable or
 ``GLIBC_TUNABLES``) is left as set: that is also how a benchmark runs the allocator as glibc ships it
