@@ -1,8 +1,9 @@
 """``linears``: the transformer blocks' matrix products as trained (``float``, a runtime session's default)
 or dynamically quantised to int8; ``auto`` (a served session's and the evaluation's default) is int8 where
-the machine computes in fp32 and float where it computes in bf16. An int8 session is as deterministic as a float one and draws a picture of its own; its
-chunks come out the same bit for bit whether committed in a fused pass or apart, batched or alone (each
-chunk's tokens are quantised with their own scale); the float model is left exactly as it was (in fp32 and
+the machine computes in fp32 and float where it computes in bf16 (int8 also stores the adaLN weights in
+fp16 and computes the tanh GELU through a sigmoid). An int8 session is as deterministic as a float one
+and draws a picture of its own; its chunks come out the same bit for bit whether committed in a fused pass
+or apart, batched or alone (each chunk's tokens are quantised with their own scale); the float model is left exactly as it was (in fp32 and
 under bf16 autocast alike); the switch reaches sessions through the tiny backend and the evaluation's
 options, and a wrong value is refused, saying why."""
 
@@ -17,7 +18,7 @@ from streaming_model import linears as linears_module
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
 from streaming_model.eval.options import RunOptions, parse_options
-from streaming_model.linears import Int8Linear, Linears, chosen_linears
+from streaming_model.linears import Fp16Linear, Int8Linear, Linears, SigmoidGELU, chosen_linears
 from streaming_model.passes import CommitPass
 from streaming_model.runtime import Generator
 from streaming_model.tiny import TinyBackend, fusing_is_exact
@@ -46,16 +47,39 @@ def test_float_is_the_default_and_int8_sessions_repeat_themselves(tiny_generator
     assert np.abs(fast.astype(int) - before.astype(int)).mean() < 8
 
 
-def test_only_the_blocks_token_wise_linear_layers_are_quantised(tiny_generator: Generator) -> None:
+def test_the_blocks_token_wise_layers_go_int8_their_modulation_fp16_and_nothing_else(
+    tiny_generator: Generator,
+) -> None:
     fast = tiny_generator.dit_for("int8")
     assert fast is tiny_generator.dit_for("int8")  # one copy, shared by the sessions that ask for it
     quantised = {n for n, m in fast.named_modules() if isinstance(m, Int8Linear)}
-    assert all(isinstance(m.products, DynamicLinear) for m in fast.modules() if isinstance(m, Int8Linear))
+    halved = {n for n, m in fast.named_modules() if isinstance(m, Fp16Linear)}
+    assert all(
+        isinstance(m.products, DynamicLinear)
+        for m in fast.modules()
+        if isinstance(m, (Int8Linear, Fp16Linear))
+    )
     floats = {n for n, m in tiny_generator.dit.named_modules() if type(m) is torch.nn.Linear}
-    # The adaLN modulation (a row per chunk) stays float, as do the layers outside the blocks.
+    # The adaLN modulation (a row per chunk) keeps fp32 products on fp16 weights; the layers outside the
+    # blocks stay float.
     assert quantised == {n for n in floats if n.startswith("blocks.") and not n.endswith(".ada")}
+    assert halved == {n for n in floats if n.startswith("blocks.") and n.endswith(".ada")}
     assert len(quantised) == 4 * len(tiny_generator.dit.blocks)
-    assert not any(isinstance(m, (Int8Linear, DynamicLinear)) for m in tiny_generator.dit.modules())
+    gelus = [type(m) for m in fast.modules() if isinstance(m, (torch.nn.GELU, SigmoidGELU))]
+    assert gelus == [SigmoidGELU] * len(tiny_generator.dit.blocks)
+    left = tiny_generator.dit.modules()
+    assert not any(isinstance(m, (Int8Linear, Fp16Linear, DynamicLinear, SigmoidGELU)) for m in left)
+
+
+def test_the_sigmoid_gelu_is_the_tanh_gelu_to_float_rounding() -> None:
+    x = torch.linspace(-12.0, 12.0, 100_001)
+    with torch.inference_mode():
+        fast = SigmoidGELU()(x)
+        trained = torch.nn.GELU("tanh")(x)
+        assert torch.allclose(fast, trained, rtol=1e-6, atol=1e-6)
+        assert not torch.equal(fast, trained)  # computed otherwise, not handed to torch's own
+        half = x.bfloat16()
+        assert torch.equal(SigmoidGELU()(half), torch.nn.GELU("tanh")(half))  # not fp32: torch's own
 
 
 def test_the_tiny_backend_takes_linears_as_an_option(tiny_generator: Generator) -> None:
