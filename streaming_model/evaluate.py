@@ -216,7 +216,13 @@ def main() -> None:
     """Print per-action accuracy over seeds (and naive vs write-time agreement with --compare-naive)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=2,
+        help="denoise steps (default 2, as this script's figures in BENCHMARKS.md were measured, the scene's "
+        "included; sessions run 1: `onstage eval` compares configurations as served)",
+    )
     ap.add_argument("--world", action="store_true")
     ap.add_argument("--codec", action="store_true", help="with --world: through the codec (--codec-weights)")
     ap.add_argument("--compare-naive", action="store_true")
