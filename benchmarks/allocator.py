@@ -140,7 +140,8 @@ def main() -> None:
         f"{args.rounds} rounds, {args.chunks} chunks per path per process, one torch thread off the main one"
     )
     print(
-        f"{'allocator':<8} {'path':<7} {'median ms':>10} {'p99 ms':>8} {'faults/chunk':>13} {'cpu ms/chunk':>13}"
+        f"{'allocator':<9} {'path':<7} {'median ms':>10} {'p99 ms':>8} {'faults/chunk':>13} "
+        f"{'cpu ms/chunk':>13}"
     )
     medians: dict[tuple[str, str], float] = {}
     for name, rs in reports.items():
@@ -150,7 +151,7 @@ def main() -> None:
             ts = [t for r in rs for t in r.times[path]]
             medians[name, path] = statistics.median(ts)
             print(
-                f"{name:<8} {path:<7} {medians[name, path]:>10.1f} {np.percentile(ts, 99):>8.1f} "
+                f"{name:<9} {path:<7} {medians[name, path]:>10.1f} {np.percentile(ts, 99):>8.1f} "
                 f"{faults:>13.0f} {cpu:>13.1f}"
             )
     for path in PATHS:

@@ -7,9 +7,9 @@ fault per 4 KiB: about 1,100 faults a chunk on the main thread and 1,400-2,100 o
 of a chunk's time on a virtual machine's AVX2 EPYC (BENCHMARKS.md, "Thirty-first session"). glibc raises
 its thresholds by itself once a process frees a larger block than before, so whether a process faults
 depended on its history: a served ``onstage serve`` took about 50 faults a chunk either way (something in
-its start-up had raised them), the benchmarks' processes 1,400. Raising the two thresholds up front keeps such blocks in
-the heap and the heap's freed top mapped in every process: a few faults a chunk, the same bits, and at
-most ``TRIM_THRESHOLD`` more resident memory per malloc arena.
+its start-up had raised them), the benchmarks' processes 1,400. Raising the two thresholds up front
+keeps such blocks in the heap and the heap's freed top mapped in every process: a few faults a chunk, the
+same bits, and at most ``TRIM_THRESHOLD`` more resident memory per malloc arena.
 
 A process where the environment sets glibc's allocator itself (any ``MALLOC_*`` variable or
 ``GLIBC_TUNABLES``) is left as set: that is also how a benchmark runs the allocator as glibc ships it

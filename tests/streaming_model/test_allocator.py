@@ -28,7 +28,8 @@ session = Generator.load().open_session(identity=1, seed=0, linears="auto")
 
 def chunks(n):
     for i in range(n):
-        cond = ChunkCondition(action="wave" if i % 4 else "idle", speaking=bool(i % 2), audio=(0.3, 0.6, 0.2, 0.5))
+        action = "wave" if i % 4 else "idle"
+        cond = ChunkCondition(action=action, speaking=bool(i % 2), audio=(0.3, 0.6, 0.2, 0.5))
         pending = session.generate(cond)
         session.commit(pending, decode=False)
         session.decode(pending)

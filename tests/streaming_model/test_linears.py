@@ -3,9 +3,9 @@ or dynamically quantised to int8; ``auto`` (a served session's and the evaluatio
 the machine computes in fp32 and float where it computes in bf16 (int8 also stores the adaLN weights in
 fp16 and computes the tanh GELU through a sigmoid). An int8 session is as deterministic as a float one
 and draws a picture of its own; its chunks come out the same bit for bit whether committed in a fused pass
-or apart, batched or alone (each chunk's tokens are quantised with their own scale); the float model is left exactly as it was (in fp32 and
-under bf16 autocast alike); the switch reaches sessions through the tiny backend and the evaluation's
-options, and a wrong value is refused, saying why."""
+or apart, batched or alone (each chunk's tokens are quantised with their own scale); the float model is
+left exactly as it was (in fp32 and under bf16 autocast alike); the switch reaches sessions through the
+tiny backend and the evaluation's options, and a wrong value is refused, saying why."""
 
 from __future__ import annotations
 
