@@ -32,11 +32,11 @@ import torch
 # The checkout's own packages (not an editable install's).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from generator import script
+from generator import Lane, script
 
 from streaming_model.allocator import keep_freed_pages, set_by_environment
 from streaming_model.loading import CODEC_PATH, DIT_PATH, SLIM_CODEC_PATH
-from streaming_model.runtime import Generator, Session
+from streaming_model.runtime import Generator
 
 ALLOCATORS = {"kept": {}, "glibc": {"MALLOC_PERTURB_": "0"}}
 """Each allocator's environment, on top of this one's (which must not set the allocator itself)."""
@@ -58,40 +58,28 @@ def child(chunks: int) -> ProcessReport:
     """Run both paths in this process on a model thread; their times and the process's faults and CPU."""
     served = Generator.load(DIT_PATH, SLIM_CODEC_PATH)
     full = Generator.load(DIT_PATH, CODEC_PATH)
-    paths: dict[str, Session] = dict(
-        zip(
-            PATHS,
-            (
-                served.open_session(identity=1, seed=0, steps=1, linears="auto"),
-                full.open_session(identity=1, seed=0, steps=2, linears="float", commit_pass="apart"),
-            ),
-            strict=True,
-        )
+    sessions = (
+        served.open_session(identity=1, seed=0, steps=1, linears="auto"),
+        full.open_session(identity=1, seed=0, steps=2, linears="float", commit_pass="apart"),
     )
-    times: dict[str, list[float]] = {name: [] for name in paths}
+    lanes = [Lane(name, session, chunks) for name, session in zip(PATHS, sessions, strict=True)]
     usage: list[resource.struct_rusage] = []
 
     def run() -> None:
         for i, cond in enumerate(script(chunks)):
             if i == WARM:
                 usage.append(resource.getrusage(resource.RUSAGE_SELF))
-            for name, session in paths.items():
-                t0 = time.perf_counter()
-                pending = session.generate(cond)
-                assert pending is not None
-                session.commit(pending, decode=False)
-                session.decode(pending)
-                if i >= WARM:
-                    times[name].append(1000.0 * (time.perf_counter() - t0))
+            for lane in lanes:
+                lane.step(i, cond)
         usage.append(resource.getrusage(resource.RUSAGE_SELF))
 
     with ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(1,)) as pool:
         pool.submit(run).result()
     start, end = usage
-    measured = (chunks - WARM) * len(paths)
+    measured = (chunks - WARM) * len(lanes)
     return ProcessReport(
         kept=keep_freed_pages(),
-        times=times,
+        times={lane.name: lane.times[WARM:] for lane in lanes},
         faults_per_chunk=(end.ru_minflt - start.ru_minflt) / measured,
         cpu_ms_per_chunk=1000.0 * (end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime) / measured,
     )

@@ -5,11 +5,10 @@ Redirect: while chunk k is being generated, an urgent event (speech, a sound, a 
 with ``SpeechConfig.redirects``, the Director's speech once its first audio is ready) wakes the maker.
 It waits for the reactive minds (reflexes, script triggers) to answer the event (``EventBus.settle``),
 and if the deadline still allows a full regeneration, the realizer proposes a new decision for chunk k.
-When the condition is unchanged the proposal is committed and the chunk in flight
-stands for it (its ``reflects`` name the event); when it changed, the generation in flight is cancelled
-(it stops within one denoise step) and started again with the new condition. Otherwise the event lands in
-chunk k+1. Nothing is committed to the generator's cache until a chunk is final, so a redirect never
-disturbs the past.
+When the condition is unchanged the proposal is committed and the chunk in flight stands for it (its
+``reflects`` name the event); when it changed, the generation in flight is cancelled (it stops within one
+denoise step) and started again with the new condition. Otherwise the event lands in chunk k+1. Nothing
+is committed to the generator's cache until a chunk is final, so a redirect never disturbs the past.
 
 Replace: a chunk that is generated but not yet sent is held by the generation loop until it is handed to
 the sender. An urgent event in that time, while the deadline still allows a regeneration, has the
