@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -184,6 +184,18 @@ class MachineLoad(msgspec.Struct, frozen=True, kw_only=True):
     process: float
 
 
+def session_cost(times: Sequence[tuple[float, float, float, int]], window_s: float) -> float | None:
+    """This process's CPU per session between the first and the last of ``times`` (at, machine busy
+    seconds, process seconds, sessions), or None where they span less than ``window_s``, there were no
+    sessions, or their number did not hold still all through (a window in which one joined or left would
+    price them wrong)."""
+    at, _, process, sessions = times[-1]
+    then, _, process_then, _ = times[0]
+    if not sessions or at - then < window_s or any(t[3] != sessions for t in times):
+        return None
+    return (process - process_then) / (at - then) / sessions
+
+
 class CostMemory:
     """What one session cost over windows (``note``), remembered for ``memory_s`` after each (the newest
     always, however old), and the price a newcomer is judged by (``price``): nine windows in ten of those
@@ -252,12 +264,7 @@ class CpuWatch(OnLoop):
             await asyncio.sleep(self.every_s)
 
     def _remember_cost(self) -> None:
-        """This process's CPU per session over the last window, kept when the number of sessions held
-        still all through it (a window in which one joined or left would price them wrong)."""
-        at, _, process, sessions = self._times[-1]
-        then, _, process_then, _ = self._times[0]
-        held = sessions and at - then >= self.window_s and all(t[3] == sessions for t in self._times)
-        self._costs.note(at, (process - process_then) / (at - then) / sessions if held else None)
+        self._costs.note(self._times[-1][0], session_cost(self._times, self.window_s))
 
     def session_cores(self) -> float | None:
         """The cores one session measurably cost this process over a window (``window_s``) within the

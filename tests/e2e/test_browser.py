@@ -92,9 +92,9 @@ async def test_speech_and_knocks_in_the_microphone_are_heard_and_a_frame_reflect
 async def test_a_gesture_button_is_accepted_and_a_later_frame_reflects_it(page: Page) -> None:
     await page.wait_until("!document.querySelector('[data-gesture=wave]').disabled")
     await page.click("[data-gesture=wave]")
-    log = await wait_for_log(page, lambda log: event_ids(log, "input.accepted", kind="gesture"), timeout=5)
+    log = await wait_for_log(page, lambda log: event_ids(log, "input.accepted", kind="gesture"))
     (gesture,) = event_ids(log, "input.accepted", kind="gesture")
-    log = await wait_for_log(page, lambda log: gesture in reflected(log), timeout=5)
+    log = await wait_for_log(page, lambda log: gesture in reflected(log))
     accepted_at = next(i for i, line in enumerate(log) if f'"event_id":"{gesture}"' in line)
     reacted_at = next(i for i, line in enumerate(log) if gesture in reflected([line]))
     assert reacted_at > accepted_at

@@ -148,7 +148,7 @@ async def test_the_page_sizes_its_canvas_from_the_session_and_draws_every_frame_
 async def test_a_gesture_button_is_accepted_and_a_later_frame_reflects_it(page: Page) -> None:
     await page.wait_until("!document.querySelector('[data-gesture=wave]').disabled")
     await page.click("[data-gesture=wave]")
-    log = await wait_for_log(page, lambda log: event_ids(log, "input.accepted", kind="gesture"), timeout=5)
+    log = await wait_for_log(page, lambda log: event_ids(log, "input.accepted", kind="gesture"))
     (gesture,) = event_ids(log, "input.accepted", kind="gesture")
     # Within the chunk in flight or the next (0.75 s each), and slack for a loaded machine.
     log = await wait_for_log(page, lambda log: gesture in reflected(log), timeout=10)

@@ -15,7 +15,7 @@ import pytest
 
 from events.priority import lower_this_thread
 from server import cpu_watch
-from server.cpu_watch import CostMemory, CpuWatch, Reading, ThreadTotals, shares, thread_kind
+from server.cpu_watch import CostMemory, CpuWatch, Reading, ThreadTotals, session_cost, shares, thread_kind
 from tests.support.serving import until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -192,16 +192,27 @@ async def test_a_window_whose_sessions_held_still_prices_them_and_one_whose_coun
         spinner = spin("lane-0", stop, ran)
         await until(lambda: ran.get("lane-0", 0.0) > 0.3, timeout=20)
         assert watch.session_cores() is None
-        # Two sessions all through a window: this process's CPU over it, per session.
+        # Two sessions all through a window: this process's CPU over it, per session. However little of a
+        # core a loaded machine leaves the spinner, the price follows what this process really had.
         sessions[0] = 2
         await until(lambda: watch.session_cores() is not None, timeout=20)
-        await until(lambda: ran.get("lane-0", 0.0) > 1.0, timeout=20)
-        assert (watch.session_cores() or 0.0) > 0.1  # of half a spinning core, what others left it
+        cpu, at, spun = time.process_time(), time.monotonic(), ran["lane-0"]
+        await until(lambda: ran["lane-0"] > spun + 0.5, timeout=60)
+        had = (time.process_time() - cpu) / (time.monotonic() - at)
+        assert (watch.session_cores() or 0.0) > 0.4 * had / 2
         stop.set()
         await asyncio.to_thread(spinner.join)
     finally:
         stop.set()
         await watch.stop()
+
+
+def test_a_window_costs_the_process_cpu_per_session_only_where_its_sessions_held_still() -> None:
+    times = [(10.0, 0.0, 4.0, 2), (10.2, 0.0, 4.1, 2), (10.5, 0.0, 4.6, 2)]  # 0.6 s of CPU in 0.5 s
+    assert session_cost(times, window_s=0.5) == pytest.approx(0.6)
+    assert session_cost(times, window_s=0.6) is None  # too short a window
+    assert session_cost([*times[:2], (10.5, 0.0, 4.6, 3)], window_s=0.5) is None  # one joined
+    assert session_cost([(t[0], t[1], t[2], 0) for t in times], window_s=0.5) is None  # nobody to price
 
 
 def test_what_a_session_cost_is_remembered_through_idle_windows_and_forgotten_past_the_memory() -> None:

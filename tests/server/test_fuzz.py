@@ -266,4 +266,4 @@ async def test_an_input_no_mind_answers_gets_its_outcome_and_the_session_streams
         )
         assert (answer["type"], answer.get("reason")) == ("input.outcome", "no_reaction"), answer
         last = client.received.video[-1].header["seq"]
-        await client.wait_frame(lambda f: f.header["seq"] > last, timeout=5)
+        await client.wait_frame(lambda f: f.header["seq"] > last, timeout=20)
