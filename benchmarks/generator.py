@@ -21,10 +21,12 @@ The paths, each its own session on the same script and seed:
 - ``1 step fused``, ``1 step int8 fused``: the same with each chunk written to the cache in the pass that
   generates the next (``commit_pass="fused"``, ``streaming_model.passes``: its commit's time is in
   ``gen``); every other path commits in a pass of its own (``apart``);
-- ``1 step fused slim`` (a session as served where the machine computes in bf16), ``1 step int8 fused
-  slim`` (as served where it computes in fp32: ``linears=auto``): the same on the slim codec, whose
-  decoder has no residual block per frame (``codec_train --slim --teacher``; ``--slim-codec PATH`` for
-  another); the paths above decode with the full codec (``--codec``), as today's did;
+- ``1 step fused slim``, ``1 step int8 fused slim``: the same on the slim codec, whose decoder has no
+  residual block per frame (``codec_train --slim --teacher``; ``--slim-codec PATH`` for another); the
+  paths above decode with the full codec (``--codec``), as today's did; every path so far computes the
+  decoder's output layer as trained (``upsample="transposed"``);
+- ``1 step int8 fused slim parity``: a session as served where the machine computes in fp32
+  (``linears=auto``): the decoder's output layer in parity form (``streaming_model.upsample``);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -197,8 +199,10 @@ def main() -> None:
     if min(args.chunks, args.naive_chunks) <= WARM:
         ap.error(f"--chunks and --naive-chunks must be more than the {WARM} warm-up chunks left out")
     torch.set_num_threads(args.threads)
-    gen = Generator.load(args.dit, args.codec)
-    slim = Generator.load(args.dit, args.slim_codec)
+    # The decoders as trained; the served one's output layer in parity form (``streaming_model.upsample``).
+    gen = Generator.load(args.dit, args.codec, upsample="transposed")
+    slim = Generator.load(args.dit, args.slim_codec, upsample="transposed")
+    served = Generator.load(args.dit, args.slim_codec)
 
     def session(
         steps: int, linears: Linears = "float", commit_pass: CommitPass = "apart", on: Generator = gen
@@ -223,6 +227,7 @@ def main() -> None:
         Lane("1 step int8 fused", session(1, "int8", "fused"), n),
         Lane("1 step fused slim", session(1, commit_pass="fused", on=slim), n),
         Lane("1 step int8 fused slim", session(1, "int8", "fused", on=slim), n),
+        Lane("1 step int8 fused slim parity", session(1, "int8", "fused", on=served), n),
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
     t0 = time.perf_counter()
@@ -235,14 +240,14 @@ def main() -> None:
         f"budget {BUDGET_MS:.1f} ms per chunk, paths in turns, {wall:.0f} s"
     )
     print(
-        f"{'path':<22} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
+        f"{'path':<29} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
         f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'frames':>7} "
         f"{'frames p99':>10} {'maint ms':>9} "
         f"{'RSS MiB':>15}"
     )
     for name, r in results.items():
         print(
-            f"{name:<22} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+            f"{name:<29} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
             f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
             f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
             f"{r['decode_ms']:>7.1f} {r['frames_ms']:>7.1f} {r['frames_p99_ms']:>10.1f} {r['maint_ms']:>9.3f} "

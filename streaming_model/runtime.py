@@ -45,6 +45,7 @@ from .passes import (
 )
 from .precision import compute_dtype, computing, held_for_compute
 from .sampler import DAMAGE_STEP, STEPS, levels, seeded_noise
+from .upsample import Upsample, with_upsample
 from .world.episodes import reference_chunk
 from .world.palette import NUM_IDENTITIES
 
@@ -113,13 +114,14 @@ class SnapshotMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class Generator:
     """Holds the shipped models; opens sessions."""
 
-    def __init__(self, dit: DiT, codec: Codec) -> None:
+    def __init__(self, dit: DiT, codec: Codec, upsample: Upsample = "parity") -> None:
+        """``upsample``: how the decoder's output layer computes (``streaming_model.upsample``)."""
         # The process that runs the model keeps its freed pages: a chunk otherwise faults a thousand in.
         keep_freed_pages()
         self.dit = dit.eval()
         # Channels-last convolutions: the decoder took 30 ms a chunk instead of 50 in fp32 on one AVX2
         # thread, with bit-identical pixels.
-        self.codec = codec.eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
+        self.codec = with_upsample(codec, upsample).eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
         self._dits: dict[Linears, DiT] = {}
         self.vocabulary = build_manifest(scene=dit.cfg.scene_dim > 0)
         """What a condition may name: the scene and the actions toward it only if the weights read them."""
@@ -135,10 +137,12 @@ class Generator:
         return self._dits[chosen]
 
     @classmethod
-    def load(cls, dit_path: Path = DIT_PATH, codec_path: Path = DEFAULT_CODEC_PATH) -> Generator:
+    def load(
+        cls, dit_path: Path = DIT_PATH, codec_path: Path = DEFAULT_CODEC_PATH, upsample: Upsample = "parity"
+    ) -> Generator:
         """The default model from streaming_model/weights/ (WeightsError if missing or corrupt)."""
         dit, _ = load_dit(dit_path)
-        return cls(dit, load_codec(codec_path))
+        return cls(dit, load_codec(codec_path), upsample)
 
     def open_session(
         self,

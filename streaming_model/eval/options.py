@@ -19,6 +19,7 @@ from ..manifest import ACTION_NAMES
 from ..passes import COMMIT_PASSES, CommitPass, check_commit_pass
 from ..precision import PRECISIONS
 from ..sampler import STEPS
+from ..upsample import UPSAMPLES, Upsample, check_upsample
 
 AUTO = "auto"  # the machine's own choice (``precision.compute_dtype``)
 
@@ -34,6 +35,7 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     commit_pass: CommitPass = "fused"  # a chunk into the cache in the next chunk's pass, or in one apart
     dit: str = DEFAULT_WEIGHTS["dit"]  # the transformer's weights: the shipped ones, or a file (a candidate)
     codec: str = DEFAULT_WEIGHTS["codec"]  # the codec's: "slim" (served), "full" (its teacher), or a file
+    upsample: Upsample = "parity"  # the decoder's output layer: as served, or as trained (``transposed``)
 
     def describe(self, names: Sequence[str] | None = None) -> str:
         """``steps=2 cache=write_time precision=auto linears=auto cache_noise=0 commit_pass=fused``: every
@@ -96,6 +98,7 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "commit_pass": (check_commit_pass, " or ".join(COMMIT_PASSES)),
     "dit": (_weights("dit"), weights_choices("dit")),
     "codec": (_weights("codec"), weights_choices("codec")),
+    "upsample": (check_upsample, " or ".join(UPSAMPLES)),
 }
 
 

@@ -23,6 +23,7 @@ from ..linears import chosen_linears
 from ..loading import weights_file
 from ..precision import PRECISIONS, compute_dtype
 from ..runtime import Generator
+from ..upsample import Upsample
 from .drift import Drift, run_drift
 from .metrics import seed_metrics
 from .options import AUTO, RunOptions, Script
@@ -80,7 +81,7 @@ def run_configurations(
 def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
     """One seed of the scripted evaluation and the drift probe under ``options`` (in this process)."""
     t0 = time.perf_counter()
-    gen = _generator(options.dit, options.codec)
+    gen = _generator(options.dit, options.codec, options.upsample)
     result = run_model(
         gen,
         seed,
@@ -105,9 +106,9 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
 
 
 @functools.cache
-def _generator(dit: str, codec: str) -> Generator:
+def _generator(dit: str, codec: str, upsample: Upsample) -> Generator:
     """The worker's model from these weights, loaded by its first seed that asks for them."""
-    return Generator.load(weights_file("dit", dit), weights_file("codec", codec))
+    return Generator.load(weights_file("dit", dit), weights_file("codec", codec), upsample)
 
 
 def _start_worker(precision: str) -> None:

@@ -19,6 +19,7 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert (
         options.describe()
         == "steps=1 cache=naive precision=fp32 linears=auto cache_noise=0.5 commit_pass=fused dit=shipped codec=slim"
+        " upsample=parity"
     )
     assert options.describe(["cache"]) == "cache=naive"
 
@@ -52,6 +53,7 @@ def test_the_served_codec_is_the_slim_one_and_its_full_teacher_is_named() -> Non
         ("dit=/no/such/dit.safetensors", "option dit takes shipped or a weights file that exists"),
         ("codec=fast", "option codec takes slim or full or a weights file that exists, not 'fast'"),
         ("codec=shipped", "option codec takes slim or full or a weights file that exists, not 'shipped'"),
+        ("upsample=nearest", "option upsample takes parity or transposed, not 'nearest'"),
     ],
 )
 def test_a_bad_option_names_the_key_and_what_it_takes(item: str, says: str) -> None:
