@@ -8,7 +8,8 @@ int8 where the machine computes in fp32; ``float`` or ``int8``: ``streaming_mode
 ``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
 ``streaming_model.passes``), ``dit`` and ``codec`` (``slim``, the default, or ``full``: the cheaper decoder
 or the one that taught it; or weights files other than the shipped ones: a trained candidate, served before
-it is promoted); the world takes its clock and picture size.
+it is promoted) and ``upsample`` (``parity``, the default, or ``transposed``: how the decoder's output layer
+computes, ``streaming_model.upsample``); the world takes its clock and picture size.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .backend import Backend
 from .linears import LinearsChoice, check_linears
 from .loading import weights_file
 from .passes import CommitPass, check_commit_pass
+from .upsample import Upsample, check_upsample
 
 BACKENDS: tuple[str, ...] = ("tiny", "world")
 """Backend names, the default first."""
@@ -64,6 +66,10 @@ def _commit_pass(_key: str, text: str) -> CommitPass:
     return check_commit_pass(text)
 
 
+def _upsample(_key: str, text: str) -> Upsample:
+    return check_upsample(text)
+
+
 def _weights(key: str, text: str) -> Path:
     try:
         return weights_file(key, text)
@@ -79,6 +85,7 @@ _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
         "commit_pass": _commit_pass,
         "dit": _weights,
         "codec": _weights,
+        "upsample": _upsample,
     },
     "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
 }

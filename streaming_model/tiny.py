@@ -38,6 +38,7 @@ from .manifest import FRAMES_PER_CHUNK
 from .passes import CommitPass, PendingChunk
 from .runtime import Generator, Session, SessionSnapshot
 from .sampler import STEPS
+from .upsample import Upsample
 from .warmup import WARMUP_ACTIONS, measure_batching, measure_costs
 
 JOURNAL = 8
@@ -156,11 +157,17 @@ class TinyBackend:
         commit_pass: CommitPass = "fused",
         dit: Path = DIT_PATH,
         codec: Path = DEFAULT_CODEC_PATH,
+        upsample: Upsample = "parity",
     ) -> TinyBackend:
         """The shipped weights, or the ``dit`` and ``codec`` files given (``WeightsError`` if missing or
-        corrupt), warmed up."""
+        corrupt), warmed up; ``upsample``: how the decoder's output layer computes
+        (``streaming_model.upsample``)."""
         return cls(
-            Generator.load(dit, codec), steps, linears=linears, max_batch=max_batch, commit_pass=commit_pass
+            Generator.load(dit, codec, upsample),
+            steps,
+            linears=linears,
+            max_batch=max_batch,
+            commit_pass=commit_pass,
         )
 
     @property

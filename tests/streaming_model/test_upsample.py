@@ -9,9 +9,11 @@ import pytest
 import torch
 from torch import nn
 
+from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
 from streaming_model.loading import SLIM_CODEC_PATH, load_codec
 from streaming_model.runtime import Generator
+from streaming_model.tiny import TinyBackend
 from streaming_model.upsample import ParityUpsample, with_upsample
 
 
@@ -68,3 +70,13 @@ def test_a_session_decodes_the_same_picture_either_way_to_a_level_of_eight_bits(
     parity, transposed = frames["parity"].astype(int), frames["transposed"].astype(int)
     assert np.abs(parity - transposed).max() <= 1
     assert (parity != transposed).mean() < 0.01
+
+
+def test_the_tiny_backend_serves_the_parity_form_unless_told_to_upsample_as_trained() -> None:
+    served = open_backend("tiny", {"max_batch": "1"})
+    trained = open_backend("tiny", {"max_batch": "1", "upsample": "transposed"})
+    assert isinstance(served, TinyBackend) and isinstance(trained, TinyBackend)
+    assert isinstance(served.generator.codec.decoder.frame[-1], ParityUpsample)
+    assert isinstance(trained.generator.codec.decoder.frame[-1], nn.ConvTranspose2d)
+    with pytest.raises(ValueError, match="upsample must be one of parity, transposed, not 'bilinear'"):
+        open_backend("tiny", {"upsample": "bilinear"})
