@@ -273,8 +273,13 @@ def reflected(log: list[str]) -> set[str]:
 
 
 async def wait_for_log(page: Page, holds: Callable[[list[str]], object], timeout: float = 20.0) -> list[str]:
-    """The page's log once ``holds(log)`` is truthy (polled every 100 ms)."""
-    async with asyncio.timeout(timeout):
-        while not holds(log := await page.evaluate(LOG)):  # noqa: ASYNC110 (polls the browser)
-            await asyncio.sleep(0.1)
+    """The page's log once ``holds(log)`` is truthy (polled every 100 ms); if it is not within ``timeout``
+    seconds, an AssertionError that shows the log's last lines (what the page saw instead)."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not holds(log := await page.evaluate(LOG)):  # noqa: ASYNC110 (polls the browser)
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        tail = "\n".join((await page.evaluate(LOG))[-15:])
+        raise AssertionError(f"not in the page's log within {timeout:g} s; its last lines:\n{tail}") from None
     return log
