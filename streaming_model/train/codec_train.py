@@ -44,6 +44,13 @@ checkpoint: serve it with ``--backend-option codec=PATH``, judge it with ``onsta
 teaches it what the shipped decoder draws rather than the world's frames (into checkpoints/codec_slim_taught/):
 on the encoder's latents and, half of each batch, on the transformer's own latents of 60 scripted sessions
 (``model_latents``), so that it reads what the transformer makes as the shipped decoder does.
+
+    nice -n 19 python -m streaming_model.train.codec_train --slim --lean --start \
+        streaming_model/weights/codec_slim.safetensors --teacher --model-seeds 60 --lr 3e-4 --minutes 28
+
+teaches a leaner one (``CodecConfig.mix_res`` off too: no residual block where the frames are mixed at
+16x16), starting from the given slim decoder's layers. Not shipped: 28 minutes here took 4.4 ms off a
+chunk but lost the turn around in 2 seeds of 20 (BENCHMARKS.md, thirty-second session).
 """
 
 from __future__ import annotations
@@ -168,6 +175,19 @@ def _add_lesson_args(ap: argparse.ArgumentParser) -> None:
         f"into {SLIM_CKPT_DIR})",
     )
     ap.add_argument(
+        "--lean",
+        action="store_true",
+        help="with --slim: without the residual block that mixes the frames at 16x16 either (a quarter of a "
+        "slim decoder's time on a CPU)",
+    )
+    ap.add_argument(
+        "--start",
+        type=Path,
+        default=None,
+        help="with --slim: the codec whose decoder the new one starts from (default: --encoder's), e.g. "
+        "the shipped slim codec for a --lean one",
+    )
+    ap.add_argument(
         "--teacher",
         action="store_true",
         help=f"with --slim: learn what that codec's decoder draws of the same latents, not the world's frames "
@@ -198,6 +218,8 @@ def parse_args() -> argparse.Namespace:
     args = ap.parse_args()
     if args.teacher and not args.slim:
         ap.error("--teacher teaches a slim decoder: give --slim too")
+    if (args.lean or args.start) and not args.slim:
+        ap.error("--lean and --start shape and start a slim decoder: give --slim too")
     if args.model_seeds and not args.teacher:
         ap.error("--model-seeds needs --teacher (the transformer's latents have no true frames)")
     if args.model_seeds < 0:
@@ -213,14 +235,16 @@ def build_model(
     # A decoder taught on keeps the shape of the one it starts from (unless --slim makes it cheaper).
     base = load_codec(args.encoder) if args.decoder_only else load_codec() if anchored else None
     frame_res = not args.slim and (base is None or base.cfg.frame_res)
-    model = Codec(CodecConfig(voice_taps=taps, frame_res=frame_res))
+    mix_res = not args.lean and (base is None or base.cfg.mix_res)
+    model = Codec(CodecConfig(voice_taps=taps, frame_res=frame_res, mix_res=mix_res))
     ck = load_checkpoint(args.ckpt_dir / "ckpt.pt")
     if ck is not None:
         model.load_state_dict(ck["model"])
         print(f"resumed at step {ck['step']}, {ck['elapsed'] / 60:.1f} min trained", flush=True)
     if base is not None and args.decoder_only:  # this encoder and scale made the transformer's latents
-        if ck is None:  # start from its decoder (new voice layers start at zero)
-            model.decoder.load_state_dict(base.decoder.state_dict(), strict=False)
+        if ck is None:  # start from its decoder, or --start's (new voice layers start at zero)
+            start = base if args.start is None else load_codec(args.start)
+            model.decoder.load_state_dict(start.decoder.state_dict(), strict=False)
         model.encoder.load_state_dict(base.encoder.state_dict())
         model.scale.copy_(base.scale)
         model.encoder.requires_grad_(False)

@@ -74,7 +74,13 @@ def test_a_decoder_taught_alone_keeps_the_encoder_and_scale_it_was_given_frozen(
     val = torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8)
     export(given, val, {}, rescale=False, path=tmp_path / "given.safetensors")
     args = argparse.Namespace(
-        ckpt_dir=tmp_path, decoder_only=True, encoder=tmp_path / "given.safetensors", device="cpu", slim=False
+        ckpt_dir=tmp_path,
+        decoder_only=True,
+        encoder=tmp_path / "given.safetensors",
+        device="cpu",
+        slim=False,
+        lean=False,
+        start=None,
     )
     model, anchor, resumed = build_model(args, taps=given.cfg.voice_taps, anchored=False)
     assert anchor is None and resumed is None
@@ -93,7 +99,13 @@ def test_a_slim_decoder_starts_from_the_shipped_decoders_other_layers_and_does_a
     tmp_path: Path,
 ) -> None:
     args = argparse.Namespace(
-        ckpt_dir=tmp_path, decoder_only=True, encoder=CODEC_PATH, device="cpu", slim=True
+        ckpt_dir=tmp_path,
+        decoder_only=True,
+        encoder=CODEC_PATH,
+        device="cpu",
+        slim=True,
+        lean=False,
+        start=None,
     )
     shipped = load_codec()
     model, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
@@ -134,3 +146,34 @@ def test_a_slim_decoder_starts_from_the_shipped_decoders_other_layers_and_does_a
     args.slim, args.encoder, args.ckpt_dir = False, tmp_path / "s.safetensors", tmp_path / "on"
     heir, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
     assert not heir.cfg.frame_res
+
+
+def test_a_lean_decoder_starts_from_the_given_codecs_decoder_without_either_residual_block(
+    tmp_path: Path,
+) -> None:
+    shipped, other = load_codec(), load_codec()
+    with torch.no_grad():
+        for p in other.decoder.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    given = tmp_path / "given.safetensors"
+    export(other, torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8), {}, rescale=False, path=given)
+    args = argparse.Namespace(
+        ckpt_dir=tmp_path,
+        decoder_only=True,
+        encoder=CODEC_PATH,
+        device="cpu",
+        slim=True,
+        lean=True,
+        start=given,
+    )
+    model, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
+    assert not model.cfg.frame_res and not model.cfg.mix_res
+    assert isinstance(model.decoder.mix[1], torch.nn.Identity)
+    kept = model.decoder.state_dict()
+    dropped = {k.split(".")[0] + "." + k.split(".")[1] for k in shipped.decoder.state_dict() if k not in kept}
+    assert dropped == {"frame.2", "mix.1"}  # the per-frame and the mixing residual blocks, nothing else
+    saved = load_codec(given)  # as written: fp16; the lean decoder starts from its layers, not --encoder's
+    assert all(torch.equal(v, saved.decoder.state_dict()[k].float()) for k, v in kept.items())
+    assert not torch.equal(kept["mix.0.weight"], shipped.decoder.state_dict()["mix.0.weight"].float())
+    with torch.inference_mode():
+        assert model.decode(torch.zeros(1, 16, 16, 16)).shape == (1, 4, 3, 128, 128)
