@@ -18,6 +18,19 @@ from streaming_model.train.pixels import character_pixels, face_pixels
 from streaming_model.world.episodes import Episode
 
 
+def decoder_args(
+    ckpt_dir: Path,
+    encoder: Path = CODEC_PATH,
+    slim: bool = False,
+    lean: bool = False,
+    start: Path | None = None,
+) -> argparse.Namespace:
+    """``codec_train``'s arguments for a decoder taught on the ``encoder`` codec's latents, on the CPU."""
+    return argparse.Namespace(
+        ckpt_dir=ckpt_dir, decoder_only=True, encoder=encoder, device="cpu", slim=slim, lean=lean, start=start
+    )
+
+
 def test_scene_chunks_show_a_changing_scene_and_their_silent_copies_differ_only_at_the_mouth() -> None:
     frames, silent, voice = voiced_chunks(3, 4, 24, 3, scene=True)
     plain, _, _ = voiced_chunks(3, 4, 24, 3)
@@ -73,15 +86,7 @@ def test_a_decoder_taught_alone_keeps_the_encoder_and_scale_it_was_given_frozen(
     given.scale.fill_(0.5)
     val = torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8)
     export(given, val, {}, rescale=False, path=tmp_path / "given.safetensors")
-    args = argparse.Namespace(
-        ckpt_dir=tmp_path,
-        decoder_only=True,
-        encoder=tmp_path / "given.safetensors",
-        device="cpu",
-        slim=False,
-        lean=False,
-        start=None,
-    )
+    args = decoder_args(tmp_path, encoder=tmp_path / "given.safetensors")
     model, anchor, resumed = build_model(args, taps=given.cfg.voice_taps, anchored=False)
     assert anchor is None and resumed is None
     saved = load_codec(tmp_path / "given.safetensors")  # as written: fp16
@@ -98,15 +103,7 @@ def test_a_decoder_taught_alone_keeps_the_encoder_and_scale_it_was_given_frozen(
 def test_a_slim_decoder_starts_from_the_shipped_decoders_other_layers_and_does_a_third_less_work(
     tmp_path: Path,
 ) -> None:
-    args = argparse.Namespace(
-        ckpt_dir=tmp_path,
-        decoder_only=True,
-        encoder=CODEC_PATH,
-        device="cpu",
-        slim=True,
-        lean=False,
-        start=None,
-    )
+    args = decoder_args(tmp_path, slim=True)
     shipped = load_codec()
     model, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
     assert not model.cfg.frame_res and isinstance(model.decoder.frame[2], torch.nn.Identity)
@@ -157,15 +154,7 @@ def test_a_lean_decoder_starts_from_the_given_codecs_decoder_without_either_resi
             p.add_(0.01 * torch.randn_like(p))
     given = tmp_path / "given.safetensors"
     export(other, torch.zeros(1, 4, 64, 64, 3, dtype=torch.uint8), {}, rescale=False, path=given)
-    args = argparse.Namespace(
-        ckpt_dir=tmp_path,
-        decoder_only=True,
-        encoder=CODEC_PATH,
-        device="cpu",
-        slim=True,
-        lean=True,
-        start=given,
-    )
+    args = decoder_args(tmp_path, slim=True, lean=True, start=given)
     model, _, _ = build_model(args, taps=shipped.cfg.voice_taps, anchored=False)
     assert not model.cfg.frame_res and not model.cfg.mix_res
     assert isinstance(model.decoder.mix[1], torch.nn.Identity)
