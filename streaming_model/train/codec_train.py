@@ -201,6 +201,13 @@ def _add_lesson_args(ap: argparse.ArgumentParser) -> None:
         help="with --teacher: half of each batch from the transformer's own latents of this many scripted "
         "sessions (generated once, kept beside the checkpoint)",
     )
+    ap.add_argument(
+        "--turn-weight",
+        type=float,
+        default=1.0,
+        help="with --model-seeds: draw the transformer's chunks made under a turn this many times as often "
+        "as the others (the turn around is what a leaner decoder lost)",
+    )
 
 
 def parse_args() -> argparse.Namespace:
@@ -225,6 +232,10 @@ def parse_args() -> argparse.Namespace:
         ap.error("--model-seeds needs --teacher (the transformer's latents have no true frames)")
     if args.model_seeds < 0:
         ap.error(f"--model-seeds must be >= 0, got {args.model_seeds}")
+    if args.turn_weight != 1.0 and not args.model_seeds:
+        ap.error("--turn-weight weighs the transformer's chunks: give --model-seeds too")
+    if not args.turn_weight >= 1.0:
+        ap.error(f"--turn-weight must be >= 1, got {args.turn_weight}")
     return args
 
 
@@ -384,13 +395,15 @@ def _validate(
 
 
 def _from_bank(
-    run: _Training, z: torch.Tensor, voice: torch.Tensor, gen: torch.Generator
+    run: _Training, z: torch.Tensor, voice: torch.Tensor, gen: torch.Generator, turn_weight: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``z`` and ``voice`` with their second half replaced by chunks the transformer made (``run.bank``),
-    its normalised latents brought to the encoder's units."""
+    its normalised latents brought to the encoder's units; a turning chunk drawn ``turn_weight`` times as
+    often as another."""
     assert run.bank is not None
     half = len(z) // 2
-    pick = torch.randint(len(run.bank.latent), (len(z) - half,), generator=gen)
+    odds = 1.0 + (turn_weight - 1.0) * run.bank.turning.float()
+    pick = torch.multinomial(odds, len(z) - half, replacement=True, generator=gen)
     model_z = (run.bank.latent[pick].to(z.device) / run.model.scale).to(z.dtype)
     return torch.cat([z[:half], model_z]), torch.cat([voice[:half], run.bank.voice[pick].to(voice.device)])
 
@@ -418,7 +431,7 @@ def _step(
         else:
             z = run.model.encoder(x_in)
         if run.bank is not None:  # half the batch: latents the transformer made instead
-            z, voice = _from_bank(run, z, voice, gen)
+            z, voice = _from_bank(run, z, voice, gen, args.turn_weight)
         # Noise on the latent makes the decoder tolerant of the diffusion model's small errors.
         zn = z + 0.05 * z.detach().std() * torch.randn(z.shape, generator=gen).to(dev)
         y = run.decode(zn, voice)
@@ -471,7 +484,7 @@ def _export_trained(
         "hardware": hardware(args.device),
     }
     if args.teacher:
-        info.update(teacher=str(args.encoder), model_seeds=args.model_seeds)
+        info.update(teacher=str(args.encoder), model_seeds=args.model_seeds, turn_weight=args.turn_weight)
     beside = args.scene or args.slim
     out = args.ckpt_dir / "codec.safetensors" if beside else WEIGHTS_DIR / "codec.safetensors"
     scale = export(run.model, val, info, rescale=not (args.decoder_only or anchored), path=out)
@@ -485,7 +498,7 @@ def _bank_latents(run: _Training, args: argparse.Namespace) -> None:
     seeds = list(range(FIRST_SEED, FIRST_SEED + args.model_seeds))
     run.bank = cached_latents(args.ckpt_dir / "model_latents.pt", gen, seeds)
     held = cached_latents(args.ckpt_dir / "model_latents_val.pt", gen, [VAL_MODEL_SEED])
-    run.val_bank = ModelLatents(held.latent[::2], held.voice[::2])
+    run.val_bank = ModelLatents(*(part[::2] for part in held))
 
 
 def main() -> None:

@@ -31,11 +31,13 @@ FIRST_SEED = 100_000
 
 
 class ModelLatents(NamedTuple):
-    """Chunks as the transformer made them: their normalised latents (N, C, 16, 16) and the voice the
-    decoder reads with each, (N, taps - 1 + 4)."""
+    """Chunks as the transformer made them: their normalised latents (N, C, 16, 16), the voice the
+    decoder reads with each, (N, taps - 1 + 4), and whether each was made under a turn (N,) bool: around
+    or to a side, the action a leaner decoder loses first."""
 
     latent: torch.Tensor
     voice: torch.Tensor
+    turning: torch.Tensor
 
 
 def scripted_latents(
@@ -45,6 +47,7 @@ def scripted_latents(
     transformer generated it; a line of progress per session."""
     latents: list[torch.Tensor] = []
     voices: list[tuple[float, ...]] = []
+    turning: list[bool] = []
     for i, seed in enumerate(seeds):
         linears = KINDS[i % len(KINDS)]
         session = gen.open_session(identity=seed % NUM_IDENTITIES, seed=seed, steps=steps, linears=linears)
@@ -53,18 +56,24 @@ def scripted_latents(
             assert pending is not None  # nothing cancels it
             latents.append(pending.latent[0, 0].float())
             voices.append(pending.voice)
+            turning.append(cond.action == "turn")
             session.commit(pending, decode=False)
         progress(f"transformer latents: session {i + 1} of {len(seeds)} ({linears}), {len(latents)} chunks")
-    return ModelLatents(torch.stack(latents), torch.tensor(voices, dtype=torch.float32))
+    return ModelLatents(
+        torch.stack(latents),
+        torch.tensor(voices, dtype=torch.float32),
+        torch.tensor(turning, dtype=torch.bool),
+    )
 
 
 def cached_latents(path: Path, gen: Generator, seeds: Sequence[int], steps: int = STEPS) -> ModelLatents:
     """``scripted_latents``, kept at ``path`` so that a resumed run does not generate them again (made
-    anew when the seeds asked for differ from those kept)."""
+    anew when the seeds asked for differ from those kept, or when what is kept predates a field)."""
     if path.exists():
         kept = torch.load(path, weights_only=True)
-        if kept["seeds"] == list(seeds) and kept["steps"] == steps:
-            return ModelLatents(kept["latent"], kept["voice"])
+        fields = all(name in kept for name in ModelLatents._fields)
+        if fields and kept["seeds"] == list(seeds) and kept["steps"] == steps:
+            return ModelLatents(*(kept[name] for name in ModelLatents._fields))
     bank = scripted_latents(gen, seeds, steps)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"seeds": list(seeds), "steps": steps, **bank._asdict()}, path)

@@ -33,7 +33,7 @@ def _run(teacher_too: bool) -> tuple[_Training, argparse.Namespace]:
     if teacher_too:
         run.teacher = copy.deepcopy(model).requires_grad_(False)
     args = argparse.Namespace(
-        device=torch.device("cpu"), batch=4, face_weight=8.0, decoder_only=True, lr=1e-3
+        device=torch.device("cpu"), batch=4, face_weight=8.0, decoder_only=True, lr=1e-3, turn_weight=1.0
     )
     return run, args
 
@@ -63,7 +63,9 @@ def test_a_decoder_taught_by_its_own_twin_has_nothing_to_learn(pool: ChunkPool) 
 def test_half_of_a_taught_batch_is_the_transformers_latents_in_the_encoders_units() -> None:
     run, _ = _run(teacher_too=True)
     taps = run.taps
-    bank = ModelLatents(torch.randn(5, 16, 16, 16), torch.rand(5, taps - 1 + 4))
+    bank = ModelLatents(
+        torch.randn(5, 16, 16, 16), torch.rand(5, taps - 1 + 4), torch.zeros(5, dtype=torch.bool)
+    )
     run.bank = bank
     z, voice = torch.zeros(4, 16, 16, 16), torch.zeros(4, taps - 1 + 4)
     mixed_z, mixed_voice = _from_bank(run, z, voice, torch.Generator().manual_seed(0))
@@ -75,6 +77,23 @@ def test_half_of_a_taught_batch_is_the_transformers_latents_in_the_encoders_unit
             if torch.allclose(zi * run.model.scale, bank.latent[i]) and torch.equal(vi, bank.voice[i])
         ]
         assert len(match) == 1  # a chunk of the bank, latent and voice together
+
+
+@pytest.mark.parametrize(("weight", "share"), [(1.0, 0.2), (4.0, 0.5)])
+def test_turning_chunks_of_the_transformer_are_drawn_as_often_as_their_weight_says(
+    weight: float, share: float
+) -> None:
+    run, _ = _run(teacher_too=True)
+    n, taps = 10, run.taps
+    # Chunk i's latent is all i, so a drawn chunk names itself; chunks 0 and 1 were made under a turn.
+    latent = torch.arange(n, dtype=torch.float32)[:, None, None, None].expand(n, 16, 4, 4)
+    run.bank = ModelLatents(latent * run.model.scale, torch.zeros(n, taps - 1 + 4), torch.arange(n) < 2)
+    z, voice = torch.zeros(8000, 16, 4, 4), torch.zeros(8000, taps - 1 + 4)
+    mixed, _ = _from_bank(run, z, voice, torch.Generator().manual_seed(0), weight)
+    drawn = mixed[4000:, 0, 0, 0].round()
+    # Two turning chunks of ten at weight w: 2w / (2w + 8) of the draws (0.2 at 1, 0.5 at 4).
+    assert abs(float((drawn < 2).float().mean()) - share) < 0.03
+    assert set(drawn.tolist()) == set(range(n))
 
 
 def test_a_teachers_frames_weigh_up_the_character_and_its_face_as_the_worlds_do(pool: ChunkPool) -> None:
@@ -92,6 +111,8 @@ def test_a_teachers_frames_weigh_up_the_character_and_its_face_as_the_worlds_do(
         (["--teacher"], "--teacher teaches a slim decoder"),
         (["--slim", "--model-seeds", "4"], "--model-seeds needs --teacher"),
         (["--slim", "--teacher", "--model-seeds", "-1"], "--model-seeds must be >= 0"),
+        (["--slim", "--teacher", "--turn-weight", "4"], "--turn-weight weighs the transformer's chunks"),
+        (["--slim", "--teacher", "--model-seeds", "4", "--turn-weight", "0.5"], "--turn-weight must be >= 1"),
     ],
 )
 def test_the_command_line_refuses_a_lesson_that_cannot_be_taught(

@@ -13,6 +13,7 @@ from streaming_model.codec import to_uint8
 from streaming_model.evaluate import script
 from streaming_model.precision import computing
 from streaming_model.runtime import Generator
+from streaming_model.sampler import STEPS
 from streaming_model.train.model_latents import cached_latents, scripted_latents
 from streaming_model.world.palette import NUM_IDENTITIES
 
@@ -29,11 +30,16 @@ def test_a_scripted_sessions_latents_decode_to_the_frames_the_session_shows(
     with computing():  # as a session decodes: one chunk at a time, in the compute format
         codec = tiny_generator.codec
         drawn = np.stack(
-            [to_uint8(codec.decode(z[None], v[None]))[0].numpy() for z, v in zip(*bank, strict=True)]
+            [
+                to_uint8(codec.decode(z[None], v[None]))[0].numpy()
+                for z, v in zip(bank.latent, bank.voice, strict=True)
+            ]
         )
     assert np.array_equal(drawn, shown)
     # The talking segment's voice reaches the decoder with its chunks; the rest of the script is silent.
     assert 0 < int((bank.voice.abs().sum(1) > 0).sum()) < len(conds)
+    # The chunks made under a turn, around or to a side, are marked as such.
+    assert bank.turning.tolist() == [c.action == "turn" for c in conds] and bank.turning.any()
 
 
 def test_the_latents_are_generated_once_and_made_anew_for_other_seeds(
@@ -49,6 +55,10 @@ def test_the_latents_are_generated_once_and_made_anew_for_other_seeds(
 
     monkeypatch.setattr("streaming_model.train.model_latents.scripted_latents", counted)
     again = cached_latents(kept, tiny_generator, [1])
-    assert calls == [] and torch.equal(again.latent, first.latent) and torch.equal(again.voice, first.voice)
+    assert calls == [] and all(torch.equal(a, b) for a, b in zip(again, first, strict=True))
     other = cached_latents(kept, tiny_generator, [2])
     assert calls == [[2]] and not torch.equal(other.latent[: len(first.latent)], first.latent)
+    # Latents kept before a field was added are made anew, as other seeds are.
+    torch.save({"seeds": [2], "steps": STEPS, "latent": other.latent, "voice": other.voice}, kept)
+    cached_latents(kept, tiny_generator, [2])
+    assert calls == [[2], [2]]
