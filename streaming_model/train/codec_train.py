@@ -65,20 +65,15 @@ import torch
 from torch.nn import functional as F
 
 from ..codec import Codec, CodecConfig, to_pixels, to_uint8, voice_taps
-from ..loading import CODEC_PATH, load_codec
+from ..loading import load_codec
 from ..runtime import Generator
 from ..weights import WEIGHTS_DIR, save_weights
+from .codec_args import configure, parse_args
 from .codec_data import ChunkPool, fetch_parts
-from .common import Progress, add_device_args, autocast, hardware, load_checkpoint, save_checkpoint
+from .common import Progress, autocast, hardware, load_checkpoint, save_checkpoint
 from .model_latents import FIRST_SEED, ModelLatents, cached_latents
 from .pixels import character_pixels, face_pixels
 
-CKPT_DIR = Path("checkpoints/codec")
-VOICE_CKPT_DIR = Path("checkpoints/codec_voice")
-SCENE_CKPT_DIR = Path("checkpoints/codec_scene")
-ANCHORED_CKPT_DIR = Path("checkpoints/codec_scene_anchored")
-SLIM_CKPT_DIR = Path("checkpoints/codec_slim")
-TAUGHT_CKPT_DIR = Path("checkpoints/codec_slim_taught")
 VAL_MODEL_SEED = FIRST_SEED + 50_000  # the transformer's held-out session: never taught on
 
 
@@ -121,124 +116,6 @@ def export(model: Codec, val: torch.Tensor, info: dict, rescale: bool, path: Pat
     return float(model.scale)
 
 
-def _add_run_args(ap: argparse.ArgumentParser) -> None:
-    """How long and how fast this run trains, how often it checkpoints and when it stops early."""
-    ap.add_argument(
-        "--minutes",
-        type=float,
-        default=30.0,
-        help="this run's wall clock, filling the pool of worlds included",
-    )
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ckpt-every-min", type=float, default=3.0)
-    ap.add_argument("--until-psnr", type=float, default=99.0, help="stop early at this validation PSNR")
-
-
-def _add_lesson_args(ap: argparse.ArgumentParser) -> None:
-    """What the codec is taught: the face, the voice, the scene, and which parts of it learn."""
-    ap.add_argument("--face-weight", type=float, default=0.0, help="extra loss weight on eyes and mouth")
-    ap.add_argument(
-        "--decoder-only",
-        action="store_true",
-        help="freeze the encoder (and latent scale) so latents already encoded for the transformer stay valid",
-    )
-    ap.add_argument(
-        "--voice-taps",
-        type=int,
-        default=0,
-        help="teach the decoder to read this many voice values per frame (implies --decoder-only)",
-    )
-    ap.add_argument(
-        "--scene",
-        action="store_true",
-        help=f"teach the decoder the scene from worlds whose scene changes (implies --decoder-only; into {SCENE_CKPT_DIR})",
-    )
-    ap.add_argument(
-        "--anchor",
-        type=float,
-        default=0.0,
-        help=f"with --scene: train the encoder too, its latents of today's world pulled toward the shipped "
-        f"encoder's with this weight (into {ANCHORED_CKPT_DIR})",
-    )
-    ap.add_argument(
-        "--encoder",
-        type=Path,
-        default=CODEC_PATH,
-        help="with --decoder-only or --scene: the codec whose encoder and latent scale are kept (and whose "
-        "decoder is trained on), e.g. an anchored codec the transformer's latents were encoded with",
-    )
-    ap.add_argument(
-        "--slim",
-        action="store_true",
-        help=f"a decoder without its per-frame residual block, from that codec's (implies --decoder-only; "
-        f"into {SLIM_CKPT_DIR})",
-    )
-    ap.add_argument(
-        "--lean",
-        action="store_true",
-        help="with --slim: without the residual block that mixes the frames at 16x16 either (a quarter of a "
-        "slim decoder's time on a CPU)",
-    )
-    ap.add_argument(
-        "--start",
-        type=Path,
-        default=None,
-        help="with --slim: the codec whose decoder the new one starts from (default: --encoder's), e.g. "
-        "the shipped slim codec for a --lean one",
-    )
-    ap.add_argument(
-        "--teacher",
-        action="store_true",
-        help=f"with --slim: learn what that codec's decoder draws of the same latents, not the world's frames "
-        f"(into {TAUGHT_CKPT_DIR})",
-    )
-    ap.add_argument(
-        "--model-seeds",
-        type=int,
-        default=0,
-        help="with --teacher: half of each batch from the transformer's own latents of this many scripted "
-        "sessions (generated once, kept beside the checkpoint)",
-    )
-    ap.add_argument(
-        "--turn-weight",
-        type=float,
-        default=1.0,
-        help="with --model-seeds: draw the transformer's chunks made under a turn this many times as often "
-        "as the others (the turn around is what a leaner decoder lost)",
-    )
-
-
-def parse_args() -> argparse.Namespace:
-    """The command line (module docstring)."""
-    ap = argparse.ArgumentParser()
-    _add_run_args(ap)
-    _add_lesson_args(ap)
-    add_device_args(ap)
-    ap.add_argument(
-        "--pool",
-        type=int,
-        default=8,
-        help="renders of 16 worlds x 15 chunks held in memory to draw batches from",
-    )
-    ap.add_argument("--refresh-every", type=int, default=100, help="steps between pool refreshes")
-    args = ap.parse_args()
-    if args.teacher and not args.slim:
-        ap.error("--teacher teaches a slim decoder: give --slim too")
-    if (args.lean or args.start) and not args.slim:
-        ap.error("--lean and --start shape and start a slim decoder: give --slim too")
-    if args.model_seeds and not args.teacher:
-        ap.error("--model-seeds needs --teacher (the transformer's latents have no true frames)")
-    if args.model_seeds < 0:
-        ap.error(f"--model-seeds must be >= 0, got {args.model_seeds}")
-    if args.turn_weight != 1.0 and not args.model_seeds:
-        ap.error("--turn-weight weighs the transformer's chunks: give --model-seeds too")
-    if not args.turn_weight >= 1.0:
-        ap.error(f"--turn-weight must be >= 1, got {args.turn_weight}")
-    return args
-
-
 def build_model(
     args: argparse.Namespace, taps: int, anchored: bool
 ) -> tuple[Codec, Codec | None, dict | None]:
@@ -267,33 +144,6 @@ def build_model(
         model.scale.copy_(anchor.scale)
         anchor.requires_grad_(False).to(args.device)
     return model.to(args.device), anchor, ck
-
-
-def _configure(args: argparse.Namespace) -> tuple[int, bool]:
-    """The voice taps the decoder reads and whether the encoder trains anchored; settles ``args.device``,
-    ``args.decoder_only`` and ``args.ckpt_dir`` (made) from the options that imply them."""
-    args.device = torch.device(args.device)
-    # The scene, or a slim decoder, is taught to a decoder that reads the voice (the shipped one's heir):
-    # keep its taps.
-    heir = args.scene or args.slim
-    taps = args.voice_taps or (load_codec(args.encoder).cfg.voice_taps if heir else 0)
-    anchored = args.scene and args.anchor > 0
-    args.decoder_only = (args.decoder_only or taps > 0 or heir) and not anchored
-    args.ckpt_dir = (
-        TAUGHT_CKPT_DIR
-        if args.teacher
-        else ANCHORED_CKPT_DIR
-        if anchored
-        else SCENE_CKPT_DIR
-        if args.scene
-        else SLIM_CKPT_DIR
-        if args.slim
-        else VOICE_CKPT_DIR
-        if taps
-        else CKPT_DIR
-    )
-    args.ckpt_dir.mkdir(parents=True, exist_ok=True)
-    return taps, anchored
 
 
 @dataclass
@@ -507,7 +357,7 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    taps, anchored = _configure(args)
+    taps, anchored = configure(args)
     run = _training(args, taps, anchored)
     # 32 held-out chunks (seeds >= 10000 are never trained on); validation encodes the true frames.
     held_out = fetch_parts(10_000, 8, 4, taps, args.scene)

@@ -13,15 +13,9 @@ import torch
 
 from streaming_model.codec import to_pixels
 from streaming_model.loading import load_codec
+from streaming_model.train.codec_args import parse_args
 from streaming_model.train.codec_data import ChunkPool
-from streaming_model.train.codec_train import (
-    _from_bank,
-    _step,
-    _Training,
-    character_weight,
-    drawn_weight,
-    parse_args,
-)
+from streaming_model.train.codec_train import _from_bank, _step, _Training, character_weight, drawn_weight
 from streaming_model.train.model_latents import ModelLatents
 
 
