@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from server.app import OnstageServer
+    from server.app import LiveSession, OnstageServer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -106,6 +106,51 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""
         return generate_latest(self.registry)
+
+
+_SessionSeries = tuple[str, str, str, Callable[..., float]]
+"""A per-session series: its kind ("gauge" or "counter"), name, documentation and value of a session."""
+
+# What a session's conductor knows; the server's collector adds what the server itself counts per session.
+_CONDUCTOR_SERIES: tuple[_SessionSeries, ...] = (
+    (
+        "gauge",
+        "onstage_session_fps",
+        "Frames sent over the last second.",
+        lambda s: s.conductor.metrics().fps,
+    ),
+    (
+        "gauge",
+        "onstage_session_on_time",
+        "Share of chunks ready for their send.",
+        lambda s: s.conductor.metrics().on_time,
+    ),
+    (
+        "counter",
+        "onstage_session_redirects",
+        "Chunks regenerated in flight.",
+        lambda s: s.conductor.redirects,
+    ),
+    (
+        "counter",
+        "onstage_session_replaced",
+        "Generated chunks regenerated before they were sent.",
+        lambda s: s.conductor.replaced,
+    ),
+    ("counter", "onstage_session_chunks_sent", "Chunks sent.", lambda s: s.conductor.chunks_sent),
+    (
+        "counter",
+        "onstage_session_chunks_on_time",
+        "Chunks ready for their send.",
+        lambda s: s.conductor.chunks_on_time,
+    ),
+    (
+        "counter",
+        "onstage_session_voice_overdue",
+        "Chunks decided without their voice's audio, not ready by their deadline (voice_start on_time).",
+        lambda s: s.conductor.player.overdue,
+    ),
+)
 
 
 class _ServerCollector(Collector):
@@ -195,45 +240,11 @@ class _ServerCollector(Collector):
         yield wait
 
     def _per_session(self) -> Iterator[Metric]:
+        """The per-session series, labelled by session: the recent chunk times' quantiles, then one family
+        per series of ``_CONDUCTOR_SERIES`` and the media dropped."""
         sessions = list(self.server.sessions.items())
-        series: list[tuple[str, str, str, Callable[..., float]]] = [
-            (
-                "gauge",
-                "onstage_session_fps",
-                "Frames sent over the last second.",
-                lambda s: s.conductor.metrics().fps,
-            ),
-            (
-                "gauge",
-                "onstage_session_on_time",
-                "Share of chunks ready for their send.",
-                lambda s: s.conductor.metrics().on_time,
-            ),
-            (
-                "counter",
-                "onstage_session_redirects",
-                "Chunks regenerated in flight.",
-                lambda s: s.conductor.redirects,
-            ),
-            (
-                "counter",
-                "onstage_session_replaced",
-                "Generated chunks regenerated before they were sent.",
-                lambda s: s.conductor.replaced,
-            ),
-            ("counter", "onstage_session_chunks_sent", "Chunks sent.", lambda s: s.conductor.chunks_sent),
-            (
-                "counter",
-                "onstage_session_chunks_on_time",
-                "Chunks ready for their send.",
-                lambda s: s.conductor.chunks_on_time,
-            ),
-            (
-                "counter",
-                "onstage_session_voice_overdue",
-                "Chunks decided without their voice's audio, not ready by their deadline (voice_start on_time).",
-                lambda s: s.conductor.player.overdue,
-            ),
+        series: list[_SessionSeries] = [
+            *_CONDUCTOR_SERIES,
             (
                 "counter",
                 "onstage_session_media_dropped",
@@ -241,6 +252,13 @@ class _ServerCollector(Collector):
                 self.server.dropped_of,
             ),
         ]
+        yield self._chunk_quantiles(sessions)
+        for kind, name, documentation, value in series:
+            yield self._session_family(kind, name, documentation, value, sessions)
+
+    @staticmethod
+    def _chunk_quantiles(sessions: list[tuple[str, LiveSession]]) -> GaugeMetricFamily:
+        """Each session's recent chunk times at the median and p99 (none for a session without any yet)."""
         quantiles = GaugeMetricFamily(
             "onstage_session_chunk_seconds",
             "A session's recent chunk times (generate, decode, encode: what a regeneration takes) at the "
@@ -251,14 +269,23 @@ class _ServerCollector(Collector):
             if times := session.conductor.chunk_times:
                 for q in (0.5, 0.99):
                     quantiles.add_metric([sid, str(q)], float(np.quantile(times, q)))
-        yield quantiles
-        for kind, name, documentation, value in series:
-            family = (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(
-                name, documentation, labels=["session"]
-            )
-            for sid, session in sessions:
-                family.add_metric([sid], float(value(session)))
-            yield family
+        return quantiles
+
+    @staticmethod
+    def _session_family(
+        kind: str,
+        name: str,
+        documentation: str,
+        value: Callable[..., float],
+        sessions: list[tuple[str, LiveSession]],
+    ) -> Metric:
+        """A gauge or (``kind``) counter family of ``value`` of each session."""
+        family = (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(
+            name, documentation, labels=["session"]
+        )
+        for sid, session in sessions:
+            family.add_metric([sid], float(value(session)))
+        return family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

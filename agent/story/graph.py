@@ -194,6 +194,26 @@ def _compile_beat(
 ) -> CompiledBeat | None:
     """Compile one beat, adding what is wrong with it to ``problems`` (None when anything is)."""
     before = len(problems)
+    _check_description_and_goals(beat, ctx, where, problems)
+    block, script = _compile_plan(beat, ctx, where, problems)
+    if beat.ending and beat.choices:
+        problems.append(Problem(f"{where}.choices", "an ending has no choices"))
+    if len(beat.choices) > MAX_CHOICES:
+        problems.append(
+            Problem(f"{where}.choices", f"at most {MAX_CHOICES} choices, got {len(beat.choices)}")
+        )
+    seen: set[str] = set()
+    choices = tuple(
+        _compile_choice(choice, f"{where}.choices[{i}]", ctx, known, seen, problems)
+        for i, choice in enumerate(beat.choices)
+    )
+    if len(problems) > before:
+        return None
+    return CompiledBeat(beat_id, beat, block, script, choices)
+
+
+def _check_description_and_goals(beat: Beat, ctx: Context, where: str, problems: list[Problem]) -> None:
+    """Add to ``problems`` a missing description and goals given to characters the story does not have."""
     if not beat.description.strip():
         problems.append(Problem(f"{where}.description", "a beat needs a description"))
     for character in beat.goals:
@@ -204,62 +224,67 @@ def _compile_beat(
                     f"unknown character {character!r}; characters: {sorted(ctx.characters)}",
                 )
             )
-    block: Block | None = None
-    script: Script | None = None
+
+
+def _compile_plan(
+    beat: Beat, ctx: Context, where: str, problems: list[Problem]
+) -> tuple[Block | None, Script | None]:
+    """The beat's plan as (block, script): a named plan loaded, an inline block validated, at most one of
+    them set (neither for a beat without a plan, or one whose plan is wrong: that goes to ``problems``)."""
     if isinstance(beat.plan, str):
         try:
-            script = load_script(beat.plan, ctx.manifest, ctx.plans_dir)
+            return None, load_script(beat.plan, ctx.manifest, ctx.plans_dir)
         except PlanError as exc:
             problems.append(Problem(f"{where}.plan", exc.message))
     elif beat.plan is not None:
         try:
-            block = validate_block(beat.plan, ctx.manifest)
+            return validate_block(beat.plan, ctx.manifest), None
         except PlanError as exc:
             problems.append(Problem(f"{where}.plan.{exc.field}", exc.message))
-    if beat.ending and beat.choices:
-        problems.append(Problem(f"{where}.choices", "an ending has no choices"))
-    if len(beat.choices) > MAX_CHOICES:
-        problems.append(
-            Problem(f"{where}.choices", f"at most {MAX_CHOICES} choices, got {len(beat.choices)}")
-        )
-    choices: list[CompiledChoice] = []
-    seen: set[str] = set()
-    for i, choice in enumerate(beat.choices):
-        at = f"{where}.choices[{i}]"
-        if not NAME.match(choice.id):
-            problems.append(
-                Problem(f"{at}.id", f"a choice id is letters, digits, - and _, got {choice.id!r}")
-            )
-        elif choice.id in seen:
-            problems.append(Problem(f"{at}.id", f"duplicate choice id {choice.id!r} in this beat"))
-        seen.add(choice.id)
-        if not choice.label.strip():
-            problems.append(Problem(f"{at}.label", "a choice needs a label (what the user sees)"))
-        if choice.target not in known:
-            problems.append(
-                Problem(f"{at}.target", f"unknown target {choice.target!r}; beats: {sorted(known)}")
-            )
-        condition = None
-        if choice.when.strip():
-            try:
-                condition = compile_condition(choice.when, ctx.kinds)
-            except ExprError as exc:
-                problems.append(Problem(f"{at}.when", f"bad condition {choice.when!r}: {exc}"))
-        effects: list[Effect] = []
-        for j, text in enumerate(choice.effects):
-            try:
-                effects.append(compile_effect(text, ctx.kinds))
-            except ExprError as exc:
-                problems.append(Problem(f"{at}.effects[{j}]", f"bad effect {text!r}: {exc}"))
-        if choice.scene:
-            try:
-                check_scene(choice.scene, ctx.manifest, f"{at}.scene")
-            except PlanError as exc:
-                problems.append(Problem(exc.field, exc.message))
-        choices.append(CompiledChoice(choice, condition, tuple(effects)))
-    if len(problems) > before:
-        return None
-    return CompiledBeat(beat_id, beat, block, script, tuple(choices))
+    return None, None
+
+
+def _compile_choice(
+    choice: Choice, at: str, ctx: Context, known: set[str], seen: set[str], problems: list[Problem]
+) -> CompiledChoice:
+    """The choice (its path: ``at``) with its condition and effects parsed, as far as they parse; what is
+    wrong with it goes to ``problems``. ``seen``: the ids of the beat's choices before it (this one's is
+    added)."""
+    _check_choice_fields(choice, at, known, seen, problems)
+    condition: Compiled | None = None
+    if choice.when.strip():
+        try:
+            condition = compile_condition(choice.when, ctx.kinds)
+        except ExprError as exc:
+            problems.append(Problem(f"{at}.when", f"bad condition {choice.when!r}: {exc}"))
+    effects: list[Effect] = []
+    for j, text in enumerate(choice.effects):
+        try:
+            effects.append(compile_effect(text, ctx.kinds))
+        except ExprError as exc:
+            problems.append(Problem(f"{at}.effects[{j}]", f"bad effect {text!r}: {exc}"))
+    if choice.scene:
+        try:
+            check_scene(choice.scene, ctx.manifest, f"{at}.scene")
+        except PlanError as exc:
+            problems.append(Problem(exc.field, exc.message))
+    return CompiledChoice(choice, condition, tuple(effects))
+
+
+def _check_choice_fields(
+    choice: Choice, at: str, known: set[str], seen: set[str], problems: list[Problem]
+) -> None:
+    """Add to ``problems`` a choice's bad or repeated id, missing label and unknown target; add its id to
+    ``seen``."""
+    if not NAME.match(choice.id):
+        problems.append(Problem(f"{at}.id", f"a choice id is letters, digits, - and _, got {choice.id!r}"))
+    elif choice.id in seen:
+        problems.append(Problem(f"{at}.id", f"duplicate choice id {choice.id!r} in this beat"))
+    seen.add(choice.id)
+    if not choice.label.strip():
+        problems.append(Problem(f"{at}.label", "a choice needs a label (what the user sees)"))
+    if choice.target not in known:
+        problems.append(Problem(f"{at}.target", f"unknown target {choice.target!r}; beats: {sorted(known)}"))
 
 
 def _reach(start: str, edges: Mapping[str, Iterable[str]]) -> set[str]:

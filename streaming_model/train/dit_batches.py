@@ -128,64 +128,22 @@ class Batcher:
         return token_means((x0 - before).abs(), self.cfg.patch).clamp(max=1.0)
 
     def batch(self, gen: torch.Generator, b: int) -> dict[str, torch.Tensor]:
-        """One batch of b sequences with noise, conditions, positions and loss weights."""
-        e_count, k = self.d["latents"].shape[:2]
-        ep = torch.randint(e_count, (b,), generator=gen).numpy()
-        # A quarter of the batches start their episodes (the session start: reference pose, position 1).
-        episode_start = torch.rand(1, generator=gen).item() < 0.25
-        start = torch.randint(k - SEQ + 1, (b,), generator=gen).numpy() * (not episode_start)
-        if not episode_start and (self.focus_prob or self.change_prob):
-            # Some sequences are placed around an onset of a focus action (an action the model is slow
-            # to learn) or a change of scene, the onset somewhere in the part of the sequence that gets a
-            # loss.
-            u = torch.rand(b, generator=gen).numpy()
-            shares = ((self.onsets, 0.0, self.focus_prob), (self.changes, self.focus_prob, self.change_prob))
-            for onsets, below, share in shares:
-                if not share:
-                    continue
-                focused = (u >= below) & (u < below + share)
-                pick = onsets[torch.randint(len(onsets), (b,), generator=gen).numpy()]
-                at = torch.randint(self.cfg.window, SEQ - 1, (b,), generator=gen).numpy()
-                shifted = np.clip(pick[:, 1] - at, 0, k - SEQ)
-                ep = np.where(focused, pick[:, 0], ep)
-                start = np.where(focused, shifted, start)
+        """One batch of b sequences with noise, conditions, positions and loss weights: ``z`` (the model's
+        chunks: reference, noised context, noisy targets), ``x0``, ``t``, ``t_ctx``, ``action``, ``emotion``,
+        ``cont``, ``weight`` and ``pos``."""
+        ep, start, episode_start = self._draw_sequences(gen, b)
         idx = (ep[:, None], start[:, None] + np.arange(SEQ))
         x0 = torch.from_numpy(self.d["latents"][idx].astype(np.float32))  # (b, SEQ, C, 16, 16)
-        tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
-        tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
-        if self.part_weight:  # the lamp's and the door's tokens, wherever they show
-            tok_w += self.part_weight * torch.from_numpy(self.d["parts"][idx].astype(np.float32))
-        if self.change_weight:  # where the scene just changed, the tokens that changed most
-            fresh = torch.from_numpy(self.after_change[idx]).float()[..., None]
-            tok_w += self.change_weight * self.changed_tokens(ep, start, x0) * fresh
+        tok_w = self._token_weights(ep, start, idx, x0)
         scene = self.d["scene"][idx] if "scene" in self.d else None
         codes = ChunkCodes(**{f: self.d[f][idx] for f in FIELDS}, scene=scene)
         cont = torch.from_numpy(continuous_features(codes, scene=self.cfg.scene_dim > 0))
         action = torch.from_numpy(codes.action)
         emotion = torch.from_numpy(codes.emotion)
         ref = torch.from_numpy(self.ref[self.d["identity"][ep]])[:, None]
-
-        t = sample_levels(gen, (b, SEQ))
-        noise = torch.randn(x0.shape, generator=gen)
-        noisy = (1 - t)[..., None, None, None] * x0 + t[..., None, None, None] * noise
-        t_ctx = torch.rand(b, SEQ - 1, generator=gen) * 0.2
-        t_ctx = torch.where(torch.rand(b, SEQ - 1, generator=gen) < 0.3, 0.0, t_ctx)
-        ctx = x0[:, :-1]
-        ctx = (1 - t_ctx)[..., None, None, None] * ctx + t_ctx[..., None, None, None] * torch.randn(
-            ctx.shape, generator=gen
-        )
-        # A target sees its full history only from chunk `window` on, or when the sequence starts the
-        # episode; earlier targets of mid-episode sequences have truncated context and get no loss.
-        valid = (torch.arange(SEQ)[None] >= self.cfg.window) | torch.from_numpy(start == 0)[:, None]
-        # Once an action runs, the context shows it and the next chunk mostly continues it; which paw
-        # waves, where to look or which way to turn is decided in its first chunks. So with the scene:
-        # once it shows, the context carries it.
-        onset = torch.from_numpy((codes.phase0 < ONSET_FRAMES) | self.after_change[idx]).float()
-        valid = valid * (1.0 + ONSET_WEIGHT * onset)
-        # Time positions: the reference at 0, chunks at off..off+SEQ-1 (distance to the reference is
-        # drawn over the trained range, as the runtime's rebasing keeps it there).
-        hi = self.cfg.max_distance - SEQ + 1
-        off = 1 if episode_start else int(torch.randint(self.cfg.window + 1, hi + 1, (1,), generator=gen))
+        t, noisy, t_ctx, ctx = self._noised(gen, b, x0)
+        valid = self._target_weights(start, codes, idx)
+        pos = self._positions(gen, episode_start)
         return {
             "z": torch.cat([ref, ctx, noisy], dim=1),
             "x0": x0,
@@ -195,8 +153,93 @@ class Batcher:
             "emotion": emotion,
             "cont": cont,
             "weight": tok_w * valid[..., None],
-            "pos": torch.cat([torch.zeros(1), off + torch.arange(SEQ - 1), off + torch.arange(SEQ)]).float(),
+            "pos": pos,
         }
+
+    def _draw_sequences(self, gen: torch.Generator, b: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The batch's sequences as (episodes, first chunks, whether they start their episodes: then every
+        first chunk is 0), some of them placed around onsets."""
+        e_count, k = self.d["latents"].shape[:2]
+        ep = torch.randint(e_count, (b,), generator=gen).numpy()
+        # A quarter of the batches start their episodes (the session start: reference pose, position 1).
+        episode_start = torch.rand(1, generator=gen).item() < 0.25
+        start = torch.randint(k - SEQ + 1, (b,), generator=gen).numpy() * (not episode_start)
+        if not episode_start and (self.focus_prob or self.change_prob):
+            ep, start = self._place_around_onsets(gen, b, k, ep, start)
+        return ep, start, episode_start
+
+    def _place_around_onsets(
+        self, gen: torch.Generator, b: int, k: int, ep: np.ndarray, start: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``ep`` and ``start`` (the b sequences' episodes, of ``k`` chunks, and first chunks) with each
+        kind of onset's share of the sequences moved onto one of its onsets."""
+        # Some sequences are placed around an onset of a focus action (an action the model is slow to
+        # learn) or a change of scene, the onset somewhere in the part of the sequence that gets a loss.
+        u = torch.rand(b, generator=gen).numpy()
+        shares = ((self.onsets, 0.0, self.focus_prob), (self.changes, self.focus_prob, self.change_prob))
+        for onsets, below, share in shares:
+            if not share:
+                continue
+            focused = (u >= below) & (u < below + share)
+            pick = onsets[torch.randint(len(onsets), (b,), generator=gen).numpy()]
+            at = torch.randint(self.cfg.window, SEQ - 1, (b,), generator=gen).numpy()
+            shifted = np.clip(pick[:, 1] - at, 0, k - SEQ)
+            ep = np.where(focused, pick[:, 0], ep)
+            start = np.where(focused, shifted, start)
+        return ep, start
+
+    def _token_weights(
+        self, ep: np.ndarray, start: np.ndarray, idx: tuple[np.ndarray, np.ndarray], x0: torch.Tensor
+    ) -> torch.Tensor:
+        """(b, SEQ, tokens): each token's loss weight, up on the character, its face and (with their
+        weights) the scene's parts and what a change of scene just moved."""
+        tok_w = 1.0 + CHAR_WEIGHT * torch.from_numpy(self.d["masks"][idx].astype(np.float32))
+        tok_w += FACE_WEIGHT * torch.from_numpy(self.d["faces"][idx].astype(np.float32))
+        if self.part_weight:  # the lamp's and the door's tokens, wherever they show
+            tok_w += self.part_weight * torch.from_numpy(self.d["parts"][idx].astype(np.float32))
+        if self.change_weight:  # where the scene just changed, the tokens that changed most
+            fresh = torch.from_numpy(self.after_change[idx]).float()[..., None]
+            tok_w += self.change_weight * self.changed_tokens(ep, start, x0) * fresh
+        return tok_w
+
+    @staticmethod
+    def _noised(
+        gen: torch.Generator, b: int, x0: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(t, noisy, t_ctx, ctx): the targets ``x0`` noised to drawn levels ``t``, and the context (every
+        chunk but the last) lightly noised (``t_ctx`` up to 0.2, 0 for 30% of the chunks)."""
+        t = sample_levels(gen, (b, SEQ))
+        noise = torch.randn(x0.shape, generator=gen)
+        noisy = (1 - t)[..., None, None, None] * x0 + t[..., None, None, None] * noise
+        t_ctx = torch.rand(b, SEQ - 1, generator=gen) * 0.2
+        t_ctx = torch.where(torch.rand(b, SEQ - 1, generator=gen) < 0.3, 0.0, t_ctx)
+        ctx = x0[:, :-1]
+        ctx = (1 - t_ctx)[..., None, None, None] * ctx + t_ctx[..., None, None, None] * torch.randn(
+            ctx.shape, generator=gen
+        )
+        return t, noisy, t_ctx, ctx
+
+    def _target_weights(
+        self, start: np.ndarray, codes: ChunkCodes, idx: tuple[np.ndarray, np.ndarray]
+    ) -> torch.Tensor:
+        """(b, SEQ): each target chunk's loss weight: 0 without its full history, up at onsets."""
+        # A target sees its full history only from chunk `window` on, or when the sequence starts the
+        # episode; earlier targets of mid-episode sequences have truncated context and get no loss.
+        valid = (torch.arange(SEQ)[None] >= self.cfg.window) | torch.from_numpy(start == 0)[:, None]
+        # Once an action runs, the context shows it and the next chunk mostly continues it; which paw
+        # waves, where to look or which way to turn is decided in its first chunks. So with the scene:
+        # once it shows, the context carries it.
+        onset = torch.from_numpy((codes.phase0 < ONSET_FRAMES) | self.after_change[idx]).float()
+        return valid * (1.0 + ONSET_WEIGHT * onset)
+
+    def _positions(self, gen: torch.Generator, episode_start: bool) -> torch.Tensor:
+        """(2 SEQ,) time positions of the chunks [ref, clean 0..SEQ-2, noisy 0..SEQ-1]: the reference at 0,
+        chunk j at off + j (off 1 for sequences that start their episodes)."""
+        # Past the episode's start, the distance to the reference is drawn over the trained range, as the
+        # runtime's rebasing keeps it there.
+        hi = self.cfg.max_distance - SEQ + 1
+        off = 1 if episode_start else int(torch.randint(self.cfg.window + 1, hi + 1, (1,), generator=gen))
+        return torch.cat([torch.zeros(1), off + torch.arange(SEQ - 1), off + torch.arange(SEQ)]).float()
 
 
 def token_means(x: torch.Tensor, patch: int) -> torch.Tensor:
