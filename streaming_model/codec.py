@@ -32,8 +32,7 @@ class CodecConfig(msgspec.Struct, frozen=True):
     without (``codec_train --slim``) is that much cheaper."""
     mix_res: bool = True
     """Whether the decoder has a residual block at 16x16 over the frames folded together, before they part:
-    a quarter of a slim decoder's time on one AVX2 thread; ``codec_train --slim --lean`` leaves it out (the
-    shipped slim decoder has neither)."""
+    a quarter of a slim decoder's time on one AVX2 thread; ``codec_train --slim --lean`` leaves it out."""
 
 
 class ResBlock(nn.Module):

@@ -45,16 +45,13 @@ teaches it what the shipped decoder draws rather than the world's frames (into c
 on the encoder's latents and, half of each batch, on the transformer's own latents of 60 scripted sessions
 (``model_latents``), so that it reads what the transformer makes as the shipped decoder does.
 
-    git show 19b3468:streaming_model/weights/codec_slim.safetensors > /tmp/slim.safetensors
-    nice -n 19 python -m streaming_model.train.codec_train --slim --lean --start /tmp/slim.safetensors \
-        --teacher --model-seeds 60 --turn-weight 4 --face-weight 8 --lr 3e-4 --minutes 50
-    (the same again with --lr 1e-4 --minutes 15: it resumes)
+    nice -n 19 python -m streaming_model.train.codec_train --slim --lean --start \
+        streaming_model/weights/codec_slim.safetensors --teacher --model-seeds 60 --face-weight 8 --lr 3e-4 \
+        --minutes 28
 
 teaches a leaner one (``CodecConfig.mix_res`` off too: no residual block where the frames are mixed at
-16x16), starting from the given slim decoder's layers (there, the one shipped before it), the
-transformer's turning chunks drawn four times as often: the shipped ``codec_slim.safetensors`` since the
-thirty-third session (BENCHMARKS.md). Without ``--turn-weight``, and in 28 minutes, it lost the turn
-around in 2 seeds of 20.
+16x16), starting from the given slim decoder's layers. Not shipped: 28 minutes here took 4.4 ms off a
+chunk but lost the turn around in 2 seeds of 20 (BENCHMARKS.md, thirty-second session).
 """
 
 from __future__ import annotations
