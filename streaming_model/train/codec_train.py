@@ -46,12 +46,14 @@ on the encoder's latents and, half of each batch, on the transformer's own laten
 (``model_latents``), so that it reads what the transformer makes as the shipped decoder does.
 
     nice -n 19 python -m streaming_model.train.codec_train --slim --lean --start \
-        streaming_model/weights/codec_slim.safetensors --teacher --model-seeds 60 --face-weight 8 --lr 3e-4 \
-        --minutes 28
+        streaming_model/weights/codec_slim.safetensors --teacher --model-seeds 60 --turn-weight 4 \
+        --face-weight 8 --lr 3e-4 --minutes 50
 
 teaches a leaner one (``CodecConfig.mix_res`` off too: no residual block where the frames are mixed at
-16x16), starting from the given slim decoder's layers. Not shipped: 28 minutes here took 4.4 ms off a
-chunk but lost the turn around in 2 seeds of 20 (BENCHMARKS.md, thirty-second session).
+16x16), starting from the given slim decoder's layers, the transformer's turning chunks drawn four times as
+often. Not shipped (BENCHMARKS.md, thirty-second and thirty-third sessions): it takes ~5 ms off a chunk and,
+so taught (and 15 minutes more at --lr 1e-4), keeps the turn around, but it lost a wave after a sit for one
+identity in 6 seeds of 40 where the slim decoder lost 3.
 """
 
 from __future__ import annotations
