@@ -130,6 +130,12 @@ def _add_eval(sub: _Subcommands) -> None:
         "--candidate", nargs="*", default=[], metavar="KEY=VALUE", help="default: as served"
     )
     evaluate.add_argument("--seeds", type=int, default=20, help="seeds per configuration (default 20)")
+    evaluate.add_argument(
+        "--order",
+        choices=("shuffled", "fixed"),
+        default="shuffled",
+        help="the held actions in an order drawn from each seed (default), or in one order on every seed",
+    )
     evaluate.add_argument("--out", required=True, help="the report's folder (created if missing)")
     evaluate.add_argument(
         "--jobs", type=int, default=len(os.sched_getaffinity(0)), help="worker processes (default: the cores)"
@@ -146,7 +152,7 @@ def _eval(args: argparse.Namespace) -> int:
     import shlex
 
     from streaming_model.eval.compare import RESULTS, rebuild, run_eval
-    from streaming_model.eval.options import parse_options
+    from streaming_model.eval.options import Script, parse_options
     from streaming_model.eval.report import verdict_table
     from streaming_model.eval.verdict import Rule
     from streaming_model.weights import WeightsError
@@ -162,6 +168,7 @@ def _eval(args: argparse.Namespace) -> int:
         else:
             baseline, candidate = parse_options(args.baseline), parse_options(args.candidate)
             given = ("--baseline", *args.baseline, "--candidate", *args.candidate, "--seeds", str(args.seeds))
+            given += ("--order", args.order)
             command = shlex.join(("onstage", "eval", *given, "--out", str(out)))
             results, judged = run_eval(
                 baseline,
@@ -172,6 +179,7 @@ def _eval(args: argparse.Namespace) -> int:
                 rule=rule,
                 command=command,
                 progress=lambda line: print(f"onstage eval: {line}", file=sys.stderr, flush=True),
+                script=Script(order=args.order),
             )
     except (msgspec.DecodeError, msgspec.ValidationError):  # before ValueError, which they are
         print(f"onstage eval: {out / RESULTS} is not the results of an onstage eval run", file=sys.stderr)

@@ -3,7 +3,9 @@
     python -m streaming_model.evaluate --seeds 20 [--world] [--compare-naive]
 
 Per seed (= session seed and identity), every action is held for 4 chunks after 2 idle chunks, in
-one continuous session (turn as a turn around, from facing right after walk_right); then three turns
+one continuous session, in the manifest's order (turn as a turn around, from facing right after
+walk_right) or, with ``order="shuffled"`` (``onstage eval``'s default), in an order drawn from the seed,
+so that over seeds each action is held after each of the others; then three turns
 to random named sides ("turn_side": ending on that side, which a model that always turns around fails
 when it already faces it; "turn_side_away": only the turns that started facing the other way, which a
 model that does not turn fails); a talking segment checks that the mouth follows the audio envelope.
@@ -19,6 +21,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -40,6 +43,8 @@ from .world.palette import NUM_IDENTITIES
 
 LEAD, HOLD, TALK = 2, 4, 8  # chunks
 SIDE_TURNS = 3
+Order = Literal["fixed", "shuffled"]  # the held actions as given, or in an order drawn from the seed
+ORDERS: tuple[str, ...] = get_args(Order)
 
 
 @dataclass
@@ -47,6 +52,7 @@ class SeedResult:
     """Probe verdicts of one seed."""
 
     actions: dict[str, float] = field(default_factory=dict)  # share of an action's segments shown
+    order: list[str] = field(default_factory=list)  # the held actions in the order the script held them
     turns_away: list[bool] = field(default_factory=list)  # side turns that had to change the facing
     mouth_r: float = float("nan")
     identity_dist: float = float("nan")
@@ -54,11 +60,14 @@ class SeedResult:
 
 
 def script(
-    seed: int, actions: Sequence[str] = ACTION_NAMES, side_turns: int = SIDE_TURNS
+    seed: int, actions: Sequence[str] = ACTION_NAMES, side_turns: int = SIDE_TURNS, order: Order = "fixed"
 ) -> tuple[list[ChunkCondition], list[tuple[str, int, dict]]]:
     """Conditions and, per action, (name, first chunk, params) of its segment (every action and
-    ``SIDE_TURNS`` side turns unless fewer are asked for: a shortened script for quick checks)."""
+    ``SIDE_TURNS`` side turns unless fewer are asked for: a shortened script for quick checks), the
+    actions in the order given or shuffled by the seed."""
     rng = np.random.default_rng(seed)
+    if order == "shuffled":
+        actions = [actions[i] for i in rng.permutation(len(actions))]
     conds: list[ChunkCondition] = []
     segments: list[tuple[str, int, dict]] = []
     for name in actions:
@@ -108,6 +117,7 @@ def score(frames: np.ndarray, identity: int, segments: list[tuple[str, int, dict
             else:
                 seg = _slice(m, slice(f0, f0 + HOLD * FRAMES_PER_CHUNK))
                 res.actions[name] = action_shown(name, seg, params["paw"], params["target"][0])
+                res.order.append(name)
         if side_turns:
             res.actions["turn_side"] = float(np.mean(side_turns))
         res.identity_dist = float(np.nanmedian(m.identity_dist))
@@ -125,11 +135,12 @@ def run_model(
     commit_pass: CommitPass = "fused",
     actions: Sequence[str] = ACTION_NAMES,
     side_turns: int = SIDE_TURNS,
+    order: Order = "fixed",
 ) -> SeedResult:
-    """Generate one seed's script (shortened with ``actions`` and ``side_turns``) with a model and score
-    it; ``cache_noise``, ``linears`` and ``commit_pass`` as in ``Generator.open_session``."""
+    """Generate one seed's script (shortened with ``actions`` and ``side_turns``, in ``order``) with a
+    model and score it; ``cache_noise``, ``linears`` and ``commit_pass`` as in ``Generator.open_session``."""
     identity = seed % NUM_IDENTITIES
-    conds, segments = script(seed, actions, side_turns)
+    conds, segments = script(seed, actions, side_turns, order)
     session = gen.open_session(
         identity=identity,
         seed=seed,

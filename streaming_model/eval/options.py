@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 import msgspec
 
-from ..evaluate import SIDE_TURNS
+from ..evaluate import SIDE_TURNS, Order
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, LinearsChoice, check_linears
 from ..loading import DEFAULT_WEIGHTS, weights_choices, weights_file
@@ -48,6 +48,9 @@ class Script(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     actions: tuple[str, ...] = ACTION_NAMES
     side_turns: int = SIDE_TURNS
+    # Each seed holds the actions in its own order, so that an action is judged after many others (the
+    # manifest's order judged a wave only after a jump and a sit, and missed one lost after a walk and a sit).
+    order: Order = "shuffled"
     drift_chunks: int = 60  # the long session's length; 0 leaves the drift probe out
 
 

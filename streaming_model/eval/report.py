@@ -7,12 +7,14 @@ from pathlib import Path
 import msgspec
 
 from . import plots
+from .losses import describe_losses
 from .metrics import Metric, catalogue
 from .options import RunOptions
 from .results import Results
 from .verdict import Comparison, compare
 
 DISTRIBUTIONS, DRIFT = "distributions.png", "drift.png"
+_ORDERS = {"fixed": "in one order on every seed", "shuffled": "in an order drawn from each seed"}
 
 
 def comparisons(results: Results) -> list[tuple[Metric, Comparison]]:
@@ -84,8 +86,9 @@ def markdown(results: Results, judged: list[tuple[Metric, Comparison]], has_drif
         f"- candidate: `{results.candidate.describe()}` (computed in {', '.join(precisions['candidate'])})",
         f"- seeds: {len(results.seeds)} ({_seed_range(results.seeds)}), the same for both; a seed fixes the "
         "identity, the script's random choices and the sampling noise",
-        f"- script: {len(script.actions)} held actions, {script.side_turns} side turns, a talking segment, "
-        f"a last walk; drift: {f'a {script.drift_chunks}-chunk session' if has_drift else 'left out'}",
+        f"- script: {len(script.actions)} held actions ({_ORDERS[script.order]}), {script.side_turns} side "
+        f"turns, a talking segment, a last walk; drift: "
+        f"{f'a {script.drift_chunks}-chunk session' if has_drift else 'left out'}",
         "",
         f"Rule: {results.rule.statement()}. The noise floor column is that margin.",
         "",
@@ -98,6 +101,14 @@ def markdown(results: Results, judged: list[tuple[Metric, Comparison]], has_drif
     ]
     if has_drift:
         parts += [f"![drift over the long session]({DRIFT})", ""]
+    parts += [
+        "## Held actions not shown",
+        "",
+        "Each named by the action held before it (2 idle chunks apart).",
+        "",
+    ]
+    for side, scores in (("baseline", results.baseline_scores), ("candidate", results.candidate_scores)):
+        parts += [f"{side}:", "", describe_losses(scores), ""]
     parts += ["## What each metric measures", ""]
     better = {+1: "higher is better", -1: "lower is better", 0: ""}
     parts += [

@@ -38,6 +38,7 @@ class SeedScores(msgspec.Struct, frozen=True, kw_only=True):
     precision: str  # the format the worker computed in ("bf16" or "fp32")
     linears: str = "float"  # what the blocks' matrix products computed in there ("float" or "int8")
     seconds: float  # the seed's wall time in its worker
+    order: tuple[str, ...] = ()  # the held actions in the order this seed held them (unknown: not recorded)
 
 
 def run_configurations(
@@ -92,6 +93,7 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
         commit_pass=options.commit_pass,
         actions=script.actions,
         side_turns=script.side_turns,
+        order=script.order,
     )
     drift = run_drift(gen, seed, options, script.drift_chunks) if script.drift_chunks else None
     precision = next(name for name, dtype in PRECISIONS.items() if dtype == compute_dtype())
@@ -102,6 +104,7 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
         precision=precision,
         linears=chosen_linears(options.linears),
         seconds=time.perf_counter() - t0,
+        order=tuple(result.order),
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from streaming_model.eval.compare import RESULTS, rebuild
+from streaming_model.eval.losses import describe_losses, losses
 from streaming_model.eval.options import RunOptions, Script
 from streaming_model.eval.report import comparisons, write_report
 from streaming_model.eval.results import Results, save
@@ -73,6 +74,10 @@ def test_every_seed_of_every_configuration_ran_and_said_so(runs: Runs) -> None:
         ]
     assert [s.seed for s in runs.damaged] == list(SEEDS)
     assert all(s.drift is not None and len(s.drift.identity_dist) == 2 for s in runs.baseline)
+    # Each seed held the three actions in an order of its own, the same in every configuration.
+    assert all(sorted(s.order) == sorted(SCRIPT.actions) for s in runs.baseline)
+    assert len({s.order for s in runs.baseline}) > 1
+    assert [s.order for s in runs.damaged] == [s.order for s in runs.baseline]
 
 
 def test_two_identical_configurations_are_judged_within_the_noise_floor_on_every_metric(runs: Runs) -> None:
@@ -108,6 +113,10 @@ def test_the_report_states_the_rule_draws_both_plots_and_rebuilds_from_its_resul
         with Image.open(tmp_path / png) as image:
             assert image.format == "PNG" and image.width > 600 and image.height > 250
         assert f"]({png})" in report
+    # Every action the damaged cache lost is listed, by the action held before it.
+    lost = sum(s.metrics[f"shown.{name}"] == 0.0 for s in runs.damaged for name in s.order)
+    assert lost > 0 and sum(len(seeds) for seeds in losses(runs.damaged).values()) == lost
+    assert describe_losses(runs.damaged) in report
     (tmp_path / "report.md").unlink()
     again, rejudged = rebuild(tmp_path)
     assert again == results and rejudged == judged
