@@ -1,5 +1,5 @@
-"""The transformer's own latents a decoder is taught on are exactly what a session of the same script
-decodes, and they are generated once and kept."""
+"""The transformer's own latents a decoder is taught on are exactly what a session of the same script (its
+actions in the seed's order) decodes, and they are generated once and kept."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from streaming_model.evaluate import script
 from streaming_model.precision import computing
 from streaming_model.runtime import Generator
 from streaming_model.sampler import STEPS
-from streaming_model.train.model_latents import cached_latents, scripted_latents
+from streaming_model.train.model_latents import ORDER, cached_latents, scripted_latents
 from streaming_model.world.palette import NUM_IDENTITIES
 
 
@@ -23,7 +23,8 @@ def test_a_scripted_sessions_latents_decode_to_the_frames_the_session_shows(
 ) -> None:
     seed = 3
     bank = scripted_latents(tiny_generator, [seed], progress=lambda line: None)
-    conds = script(seed)[0]
+    conds = script(seed, order=ORDER)[0]
+    assert ORDER == "shuffled" and conds != script(seed)[0]
     assert len(bank.latent) == len(bank.voice) == len(conds)
     session = tiny_generator.open_session(identity=seed % NUM_IDENTITIES, seed=seed)
     shown = np.stack([session.step(c) for c in conds])
@@ -58,7 +59,10 @@ def test_the_latents_are_generated_once_and_made_anew_for_other_seeds(
     assert calls == [] and all(torch.equal(a, b) for a, b in zip(again, first, strict=True))
     other = cached_latents(kept, tiny_generator, [2])
     assert calls == [[2]] and not torch.equal(other.latent[: len(first.latent)], first.latent)
-    # Latents kept before a field was added are made anew, as other seeds are.
+    # Latents kept before a field was added, or in the manifest's order, are made anew, as other seeds are.
     torch.save({"seeds": [2], "steps": STEPS, "latent": other.latent, "voice": other.voice}, kept)
     cached_latents(kept, tiny_generator, [2])
     assert calls == [[2], [2]]
+    torch.save({"seeds": [2], "steps": STEPS, **other._asdict()}, kept)
+    cached_latents(kept, tiny_generator, [2])
+    assert calls == [[2], [2], [2]]
