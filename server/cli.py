@@ -136,6 +136,13 @@ def _add_eval(sub: _Subcommands) -> None:
         default="shuffled",
         help="the held actions in an order drawn from each seed (default), or in one order on every seed",
     )
+    evaluate.add_argument(
+        "--actions",
+        nargs="+",
+        metavar="ACTION",
+        help="hold only these actions (default: every one), e.g. a context to look at: "
+        "--actions walk_right sit wave --order fixed",
+    )
     evaluate.add_argument("--out", required=True, help="the report's folder (created if missing)")
     evaluate.add_argument(
         "--jobs", type=int, default=len(os.sched_getaffinity(0)), help="worker processes (default: the cores)"
@@ -152,7 +159,7 @@ def _eval(args: argparse.Namespace) -> int:
     import shlex
 
     from streaming_model.eval.compare import RESULTS, rebuild, run_eval
-    from streaming_model.eval.options import Script, parse_options
+    from streaming_model.eval.options import Script, parse_actions, parse_options
     from streaming_model.eval.report import verdict_table
     from streaming_model.eval.verdict import Rule
     from streaming_model.weights import WeightsError
@@ -168,7 +175,10 @@ def _eval(args: argparse.Namespace) -> int:
         else:
             baseline, candidate = parse_options(args.baseline), parse_options(args.candidate)
             given = ("--baseline", *args.baseline, "--candidate", *args.candidate, "--seeds", str(args.seeds))
-            given += ("--order", args.order)
+            given += ("--order", args.order, *(("--actions", *args.actions) if args.actions else ()))
+            script = Script(order=args.order)
+            if args.actions:
+                script = msgspec.structs.replace(script, actions=parse_actions(args.actions))
             command = shlex.join(("onstage", "eval", *given, "--out", str(out)))
             results, judged = run_eval(
                 baseline,
@@ -179,7 +189,7 @@ def _eval(args: argparse.Namespace) -> int:
                 rule=rule,
                 command=command,
                 progress=lambda line: print(f"onstage eval: {line}", file=sys.stderr, flush=True),
-                script=Script(order=args.order),
+                script=script,
             )
     except (msgspec.DecodeError, msgspec.ValidationError):  # before ValueError, which they are
         print(f"onstage eval: {out / RESULTS} is not the results of an onstage eval run", file=sys.stderr)

@@ -105,6 +105,19 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
 }
 
 
+def parse_actions(names: Sequence[str]) -> tuple[str, ...]:
+    """The held actions of a shortened script, each once and each one the model has; ``ValueError``
+    naming the one that is not."""
+    for name in names:
+        if name not in ACTION_NAMES:
+            raise ValueError(f"unknown action {name[:40]!r}; the actions are: {', '.join(ACTION_NAMES)}")
+    if len(set(names)) < len(names):
+        raise ValueError("give each action once: the script holds each one once")
+    if not names:
+        raise ValueError("give at least one action")
+    return tuple(names)
+
+
 def parse_options(items: Sequence[str]) -> RunOptions:
     """``RunOptions`` from ``KEY=VALUE`` items; ``ValueError`` saying which item is wrong and why."""
     values: dict[str, Any] = {}

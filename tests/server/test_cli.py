@@ -101,6 +101,8 @@ def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> No
         (["--candidate", "cache=fast"], "option cache takes write_time or naive, not 'fast'"),
         (["--candidate", "precision=fp16"], "option precision takes auto, bf16, fp32, not 'fp16'"),
         (["--seeds", "1"], "give at least 2 seeds"),
+        (["--actions", "wave", "dance"], "unknown action 'dance'; the actions are: idle, walk_left"),
+        (["--actions", "wave", "sit", "wave"], "give each action once"),
         (["--jobs", "0"], "give at least 1 job"),
         (["--margin", "-1"], "the margin must be a number >= 0"),
         (["--rebuild"], "results.json does not exist: run the evaluation first"),
