@@ -1,5 +1,6 @@
 """A configuration's options as text: what each key takes, and an error naming the key and what would do;
-the damaged cache they can ask for is seeded like the rest, and absent unless asked for."""
+the damaged cache they can ask for is seeded like the rest, and absent unless asked for. A shortened
+script names actions the model has, each once."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import numpy as np
 import pytest
 
 from streaming_model.condition import ChunkCondition
-from streaming_model.eval.options import RunOptions, parse_options
+from streaming_model.eval.options import RunOptions, parse_actions, parse_options
 from streaming_model.loading import CODEC_PATH, SLIM_CODEC_PATH, load_codec, weights_file
 from streaming_model.runtime import Generator
+
+
+def test_a_shortened_script_holds_the_actions_named_in_their_order_each_once() -> None:
+    assert parse_actions(["walk_right", "sit", "wave"]) == ("walk_right", "sit", "wave")
+    with pytest.raises(ValueError, match="at least one action"):
+        parse_actions([])
 
 
 def test_options_parse_into_the_runtime_options_and_default_to_a_served_session() -> None:
