@@ -45,6 +45,13 @@ teaches it what the shipped decoder draws rather than the world's frames (into c
 on the encoder's latents and, half of each batch, on the transformer's own latents of 60 scripted sessions
 (``model_latents``), so that it reads what the transformer makes as the shipped decoder does.
 
+    nice -n 19 python -m streaming_model.train.codec_train --slim --start \
+        streaming_model/weights/codec_slim.safetensors --teacher --model-seeds 60 --face-weight 8 \
+        --lr 2e-4 --minutes 30
+
+teaches the slim decoder on from itself: how the shipped one was made from the one before it, whose
+sessions held their actions in one fixed order (BENCHMARKS.md, thirty-fourth session).
+
     nice -n 19 python -m streaming_model.train.codec_train --slim --lean --start \
         streaming_model/weights/codec_slim.safetensors --teacher --model-seeds 60 --turn-weight 4 \
         --face-weight 8 --lr 3e-4 --minutes 50
@@ -53,7 +60,7 @@ teaches a leaner one (``CodecConfig.mix_res`` off too: no residual block where t
 16x16), starting from the given slim decoder's layers, the transformer's turning chunks drawn four times as
 often. Not shipped (BENCHMARKS.md, thirty-second and thirty-third sessions): it takes ~5 ms off a chunk and,
 so taught (and 15 minutes more at --lr 1e-4), keeps the turn around, but it lost a wave after a sit for one
-identity in 6 seeds of 40 where the slim decoder lost 3.
+identity in 6 seeds of 40 where the slim decoder of then lost 3.
 """
 
 from __future__ import annotations
