@@ -86,7 +86,7 @@ def markdown(results: Results, judged: list[tuple[Metric, Comparison]], has_drif
         f"- candidate: `{results.candidate.describe()}` (computed in {', '.join(precisions['candidate'])})",
         f"- seeds: {len(results.seeds)} ({_seed_range(results.seeds)}), the same for both; a seed fixes the "
         "identity, the script's random choices and the sampling noise",
-        f"- script: {len(script.actions)} held actions ({_ORDERS[script.order]}), {script.side_turns} side "
+        f"- script: {len(script.actions)} held actions ({order_text(results)}), {script.side_turns} side "
         f"turns, a talking segment, a last walk; drift: "
         f"{f'a {script.drift_chunks}-chunk session' if has_drift else 'left out'}",
         "",
@@ -115,6 +115,14 @@ def markdown(results: Results, judged: list[tuple[Metric, Comparison]], has_drif
         f"- `{m.name}`: {m.meaning}" + (f" ({better[m.better]})" if m.better else "") for m, _ in judged
     ]
     return "\n".join(parts) + "\n"
+
+
+def order_text(results: Results) -> str:
+    """In what order the run's seeds held their actions: a run whose seeds recorded none came before the
+    order could be drawn, and held them in the manifest's order (whatever its script now decodes as)."""
+    if not any(s.order for s in (*results.baseline_scores, *results.candidate_scores)):
+        return "in the manifest's order on every seed"
+    return _ORDERS[results.script.order]
 
 
 def _labels(baseline: RunOptions, candidate: RunOptions) -> tuple[str, str]:

@@ -1,10 +1,15 @@
 """A report names each held action a configuration lost by the action held before it, with the seeds (and
-their identities) that lost it, most seeds first; seeds run before the order was recorded say so."""
+their identities) that lost it, most seeds first; seeds run before the order was recorded say so, and the
+report says their actions came in the manifest's order."""
 
 from __future__ import annotations
 
 from streaming_model.eval.losses import START, describe_losses, losses
+from streaming_model.eval.options import RunOptions, Script
+from streaming_model.eval.report import order_text
+from streaming_model.eval.results import Results
 from streaming_model.eval.runner import SeedScores
+from streaming_model.eval.verdict import Rule
 
 
 def _seed(seed: int, order: tuple[str, ...], lost: set[str]) -> SeedScores:
@@ -41,3 +46,28 @@ def test_seeds_without_a_recorded_order_are_not_guessed_at() -> None:
     old = SeedScores(seed=0, metrics={"shown.wave": 0.0}, drift=None, precision="fp32", seconds=1.0)
     assert losses([old]) == {}
     assert describe_losses([old]) == "(the order of the held actions was not recorded)"
+
+
+def _run(scores: list[SeedScores], script: Script) -> Results:
+    return Results(
+        command="test",
+        date="2026-01-01",
+        wall_s=1.0,
+        seeds=[s.seed for s in scores],
+        script=script,
+        rule=Rule(),
+        baseline=RunOptions(),
+        candidate=RunOptions(),
+        baseline_scores=scores,
+        candidate_scores=scores,
+    )
+
+
+def test_the_report_says_in_what_order_the_seeds_held_their_actions() -> None:
+    drawn = [_seed(0, ("sit", "wave"), set()), _seed(1, ("wave", "sit"), set())]
+    assert order_text(_run(drawn, Script(order="shuffled"))) == "in an order drawn from each seed"
+    assert order_text(_run(drawn, Script(order="fixed"))) == "in one order on every seed"
+    # Results written before seeds recorded their order decode with today's default, but held the
+    # manifest's order.
+    old = [SeedScores(seed=0, metrics={"shown.wave": 1.0}, drift=None, precision="fp32", seconds=1.0)]
+    assert order_text(_run(old, Script())) == "in the manifest's order on every seed"
