@@ -137,6 +137,12 @@ def _add_eval(sub: _Subcommands) -> None:
         help="the held actions in an order drawn from each seed (default), or in one order on every seed",
     )
     evaluate.add_argument(
+        "--identity",
+        type=int,
+        help="run only seeds that draw this character (0-5): --seeds of them (default: seeds 0..N-1, every "
+        "character in turn)",
+    )
+    evaluate.add_argument(
         "--actions",
         nargs="+",
         metavar="ACTION",
@@ -176,6 +182,7 @@ def _eval(args: argparse.Namespace) -> int:
             baseline, candidate = parse_options(args.baseline), parse_options(args.candidate)
             given = ("--baseline", *args.baseline, "--candidate", *args.candidate, "--seeds", str(args.seeds))
             given += ("--order", args.order, *(("--actions", *args.actions) if args.actions else ()))
+            given += ("--identity", str(args.identity)) if args.identity is not None else ()
             script = Script(order=args.order)
             if args.actions:
                 script = msgspec.structs.replace(script, actions=parse_actions(args.actions))
@@ -190,6 +197,7 @@ def _eval(args: argparse.Namespace) -> int:
                 command=command,
                 progress=lambda line: print(f"onstage eval: {line}", file=sys.stderr, flush=True),
                 script=script,
+                identity=args.identity,
             )
     except (msgspec.DecodeError, msgspec.ValidationError):  # before ValueError, which they are
         print(f"onstage eval: {out / RESULTS} is not the results of an onstage eval run", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 
+from ..world.palette import NUM_IDENTITIES
 from .metrics import Metric
 from .options import RunOptions, Script
 from .report import write_report
@@ -32,23 +33,33 @@ def run_eval(
     command: str,
     progress: Callable[[str], None],
     script: Script | None = None,
+    identity: int | None = None,
 ) -> Judged:
-    """Run both configurations on seeds 0..seeds-1 and write out/results.json and the report."""
+    """Run both configurations on seeds 0..seeds-1 (or, given an ``identity``, the first ``seeds`` seeds
+    that draw that character: a seed draws identity ``seed % NUM_IDENTITIES``) and write out/results.json
+    and the report."""
     if seeds < 2:
         raise ValueError("give at least 2 seeds: the noise floor is the spread between them")
     if jobs < 1:
         raise ValueError("give at least 1 job")
+    if identity is not None and identity not in range(NUM_IDENTITIES):
+        raise ValueError(f"the identities are 0 to {NUM_IDENTITIES - 1}, not {identity}")
+    chosen = (
+        range(seeds)
+        if identity is None
+        else range(identity, identity + NUM_IDENTITIES * seeds, NUM_IDENTITIES)
+    )
     out.mkdir(parents=True, exist_ok=True)
     script = script or Script()
     started = time.monotonic()
     base, cand = run_configurations(
-        (baseline, candidate), range(seeds), script, jobs, progress, labels=("baseline", "candidate")
+        (baseline, candidate), chosen, script, jobs, progress, labels=("baseline", "candidate")
     )
     results = Results(
         command=command,
         date=datetime.date.today().isoformat(),
         wall_s=time.monotonic() - started,
-        seeds=list(range(seeds)),
+        seeds=list(chosen),
         script=script,
         rule=rule,
         baseline=baseline,

@@ -103,6 +103,7 @@ def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> No
         (["--seeds", "1"], "give at least 2 seeds"),
         (["--actions", "wave", "dance"], "unknown action 'dance'; the actions are: idle, walk_left"),
         (["--actions", "wave", "sit", "wave"], "give each action once"),
+        (["--identity", "6"], "the identities are 0 to 5, not 6"),
         (["--jobs", "0"], "give at least 1 job"),
         (["--margin", "-1"], "the margin must be a number >= 0"),
         (["--rebuild"], "results.json does not exist: run the evaluation first"),

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from PIL import Image
 
-from streaming_model.eval.compare import RESULTS, rebuild
+from streaming_model.eval.compare import RESULTS, rebuild, run_eval
 from streaming_model.eval.losses import describe_losses, losses
 from streaming_model.eval.options import RunOptions, Script
 from streaming_model.eval.report import comparisons, write_report
@@ -131,3 +131,22 @@ def test_the_report_states_the_rule_draws_both_plots_and_rebuilds_from_its_resul
         spread = lenient[metric].baseline_std
         assert lenient[metric].verdict == ("differs" if spread == 0 else "within the noise floor"), metric
     assert Rule(margin=1000.0).statement() in (tmp_path / "report.md").read_text()
+
+
+def test_an_eval_of_one_identity_runs_only_the_seeds_that_draw_it(tmp_path: Path) -> None:
+    lines: list[str] = []
+    script = Script(actions=("wave",), side_turns=0, drift_chunks=0)
+    results, _ = run_eval(
+        SOUND,
+        SOUND,
+        2,
+        tmp_path,
+        jobs=1,
+        rule=Rule(),
+        command="test",
+        progress=lines.append,
+        script=script,
+        identity=3,
+    )
+    assert results.seeds == [3, 9] == [s.seed for s in results.candidate_scores]
+    assert len(lines) == 4 and "- seeds: 2 ([3, 9])" in (tmp_path / "report.md").read_text()
