@@ -5,7 +5,7 @@
 Per seed (= session seed and identity), every action is held for 4 chunks after 2 idle chunks, in
 one continuous session, in the manifest's order (turn as a turn around, from facing right after
 walk_right) or, with ``order="shuffled"`` (``onstage eval``'s default), in an order drawn from the seed,
-so that over seeds each action is held after each of the others; then three turns
+so that over seeds each action is held after many of the others; then three turns
 to random named sides ("turn_side": ending on that side, which a model that always turns around fails
 when it already faces it; "turn_side_away": only the turns that started facing the other way, which a
 model that does not turn fails); a talking segment checks that the mouth follows the audio envelope.
@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 import numpy as np
 import torch
@@ -44,7 +44,6 @@ from .world.palette import NUM_IDENTITIES
 LEAD, HOLD, TALK = 2, 4, 8  # chunks
 SIDE_TURNS = 3
 Order = Literal["fixed", "shuffled"]  # the held actions as given, or in an order drawn from the seed
-ORDERS: tuple[str, ...] = get_args(Order)
 
 
 @dataclass
