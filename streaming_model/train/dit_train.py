@@ -8,7 +8,9 @@ Recipe (from the failed first try in shared/ENVIRONMENT.md):
 - teacher forcing over sequences of T chunks in one pass: clean context copies and noisy targets, a
   block-causal mask giving each target the reference plus the `window` previous clean chunks, exactly
   what the streaming cache gives at inference;
-- context chunks noised to a random small level (the model is told the level) against drift;
+- context chunks noised to a random small level (the model is told the level) against drift, and a share
+  of batches whose context is the model's own predictions (``--rollout-prob``), one level or several
+  deep (``--rollout-depth``: a turn the model starts too slowly is then seen as it compounds);
 - extra loss weight on the tokens the character touches (5x) and its eyes and mouth (13x), and on an
   action's first chunks (4x), where its parameters show; with a scene, optionally on the tokens its lamp
   and door cover (``--part-weight``) or that a change of scene moved (``--change-weight``); a quarter of
@@ -44,13 +46,17 @@ streaming_model/weights/ by hand once ``onstage eval`` finds it within the noise
 
 
 def loss_on(
-    model: DiT, bt: dict[str, torch.Tensor], mask: torch.Tensor, rollout: torch.Generator | None = None
+    model: DiT,
+    bt: dict[str, torch.Tensor],
+    mask: torch.Tensor,
+    rollout: torch.Generator | None = None,
+    depth: int = 1,
 ) -> torch.Tensor:
     """Weighted x0 MSE over the noisy chunks' tokens.
 
     rollout: when given (a noise generator), the context is first replaced by the model's own one-step
-    predictions (from pure noise, given the true context), re-noised like any context, so the model
-    learns to continue from, and correct, what it generated itself (against drift).
+    predictions (``own_context``), so the model learns to continue from, and correct, what it generated
+    itself (against drift); ``depth`` levels deep.
     """
     b = bt["z"].shape[0]
     ref_c = model.reference_cond(b)
@@ -60,18 +66,8 @@ def loss_on(
     cos, sin = model.rope_tables(bt["pos"])
     z = bt["z"]
     if rollout is not None:
-        with torch.no_grad(), autocast(z.device):
-            one = model.embed_cond(bt["action"], bt["emotion"], bt["cont"], torch.ones_like(bt["t"]))
-            pure = torch.randn(z[:, SEQ:].shape, generator=rollout).to(z.device)
-            z1 = torch.cat([z[:, :SEQ], pure], dim=1)
-            base1 = torch.cat([torch.zeros_like(z[:, :SEQ]), z[:, :SEQ]], dim=1)
-            own, _ = model.run(
-                z1, torch.cat([ref_c, ctx_c, one], dim=1), cos, sin, masked_attend(mask), base1
-            )
-            t_ctx = bt["t_ctx"][..., None, None, None]
-            fresh = torch.randn(own[:, SEQ:-1].shape, generator=rollout).to(z.device)
-            ctx = (1 - t_ctx) * own[:, SEQ:-1] + t_ctx * fresh
-            z = torch.cat([z[:, :1], ctx, z[:, SEQ:]], dim=1)
+        own = own_context(model, bt, torch.cat([ref_c, ctx_c], dim=1), (cos, sin), mask, rollout, depth)
+        z = torch.cat([own, z[:, SEQ:]], dim=1)
     with autocast(z.device):
         # Noisy chunk j's base is the chunk before it as the model sees it: the reference for j = 0
         # (episodes start in the reference pose), else context chunk j - 1; both sit at index j.
@@ -83,6 +79,39 @@ def loss_on(
     return (err_tok * w).sum() / w.sum().clamp_min(1.0)
 
 
+@torch.no_grad()
+def own_context(
+    model: DiT,
+    bt: dict[str, torch.Tensor],
+    c_known: torch.Tensor,
+    rope: tuple[torch.Tensor, torch.Tensor],
+    mask: torch.Tensor,
+    rollout: torch.Generator,
+    depth: int,
+) -> torch.Tensor:
+    """The reference and the context as the model would make them: each context chunk its one-step
+    prediction (from pure noise, at noise level 1) given the chunks before it (under the reference's and
+    the context's conditions, ``c_known``), re-noised like any context. The first level predicts from the
+    true context, each further level from the level before's predictions: the k-th context chunk is then
+    as a session makes it after min(k, ``depth``) chunks of its own (depth 1 corrects one chunk's error,
+    deeper ones the error that builds up, as in a turn that starts slowly and stays slow)."""
+    if depth < 1:
+        raise ValueError(f"the rollout's depth must be >= 1, not {depth}")
+    z = bt["z"]
+    t_ctx = bt["t_ctx"][..., None, None, None]
+    ctx = z[:, :SEQ]
+    with autocast(z.device):
+        one = model.embed_cond(bt["action"], bt["emotion"], bt["cont"], torch.ones_like(bt["t"]))
+        c_one = torch.cat([c_known, one], dim=1)
+        for _ in range(depth):
+            pure = torch.randn(z[:, SEQ:].shape, generator=rollout).to(z.device)
+            base = torch.cat([torch.zeros_like(ctx), ctx], dim=1)
+            own, _ = model.run(torch.cat([ctx, pure], dim=1), c_one, *rope, masked_attend(mask), base)
+            fresh = torch.randn(own[:, SEQ:-1].shape, generator=rollout).to(z.device)
+            ctx = torch.cat([z[:, :1], (1 - t_ctx) * own[:, SEQ:-1] + t_ctx * fresh], dim=1)
+    return ctx
+
+
 def train_step(
     model: DiT,
     ema: DiT,
@@ -91,10 +120,11 @@ def train_step(
     mask: torch.Tensor,
     step: int,
     rollout: torch.Generator | None = None,
+    depth: int = 1,
 ) -> torch.Tensor:
     """One optimiser step on ``batch`` and the EMA's update; the loss, left on the device (reading it
     each step would make the host wait for the GPU)."""
-    loss = loss_on(model, batch, mask, rollout)
+    loss = loss_on(model, batch, mask, rollout, depth)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -150,6 +180,12 @@ def _add_sampling_args(ap: argparse.ArgumentParser) -> None:
     """What the batches hold: rollouts on the model's own predictions, onsets and changes of scene."""
     ap.add_argument("--rollout-prob", type=float, default=0.25, help="share of batches on own predictions")
     ap.add_argument("--rollout-after", type=int, default=1500, help="start rollouts at this step")
+    ap.add_argument(
+        "--rollout-depth",
+        type=int,
+        default=1,
+        help="levels of own predictions a rollout's context is made of (chunk j's context: min(j, depth))",
+    )
     ap.add_argument(
         "--focus",
         nargs="*",
@@ -297,7 +333,16 @@ def _train(
             run.step >= args.rollout_after and torch.rand(1, generator=gen).item() < args.rollout_prob
         )
         batch = on(next(stream), dev)
-        loss = train_step(run.model, run.ema, run.opt, batch, mask, run.step, gen if use_rollout else None)
+        loss = train_step(
+            run.model,
+            run.ema,
+            run.opt,
+            batch,
+            mask,
+            run.step,
+            gen if use_rollout else None,
+            args.rollout_depth,
+        )
         run.step += 1
         loss_acc, n_acc = loss_acc + loss, n_acc + 1
         if run.step % 25 == 0:
