@@ -227,7 +227,10 @@ def parse_args() -> argparse.Namespace:
         help="with --scene and no checkpoint: start from this transformer (one an earlier run exported, "
         "given condition maps if it has none: dit.with_maps) rather than the shipped weights grown",
     )
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.rollout_depth < 1:  # said now, not at the first rollout, which may come an hour into the run
+        ap.error(f"--rollout-depth must be >= 1, not {args.rollout_depth}")
+    return args
 
 
 @dataclass

@@ -10,7 +10,7 @@ import torch
 from streaming_model.dit import DiT, with_scene
 from streaming_model.loading import load_dit
 from streaming_model.train.dit_batches import SEQ, Batcher
-from streaming_model.train.dit_train import loss_on, own_context
+from streaming_model.train.dit_train import loss_on, own_context, parse_args
 from tests.support.shard_arrays import night_falls
 
 
@@ -53,3 +53,14 @@ def test_a_deep_rollout_trains_and_a_depth_below_one_is_refused(
     assert torch.isfinite(loss) and loss.requires_grad  # the gradient flows through the targets' pass only
     with pytest.raises(ValueError, match="depth must be >= 1"):
         loss_on(model, bt, mask, torch.Generator().manual_seed(1), depth=0)
+
+
+def test_the_command_line_refuses_a_depth_below_one_before_training_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["dit_train", "--rollout-depth", "3"])
+    assert parse_args().rollout_depth == 3
+    monkeypatch.setattr("sys.argv", ["dit_train", "--rollout-depth", "0"])
+    with pytest.raises(SystemExit):
+        parse_args()
+    assert "--rollout-depth must be >= 1, not 0" in capsys.readouterr().err
