@@ -65,15 +65,23 @@ def faults_per_chunk(**env: str) -> Faults:
     return msgspec.json.decode(out.stdout.splitlines()[-1], type=Faults)
 
 
+# glibc's thresholds as it starts, held there. As shipped, glibc raises them by itself once the process
+# frees a large mapped block, so how often it faults depends on the process's history: 234 faults a chunk
+# from one virtual environment and 22 from another of the same packages, on one machine.
+STARTING_THRESHOLDS = {"MALLOC_MMAP_THRESHOLD_": str(128 << 10), "MALLOC_TRIM_THRESHOLD_": str(128 << 10)}
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
-def test_a_model_process_faults_few_pages_a_chunk_where_glibc_as_shipped_faults_many() -> None:
+def test_a_model_process_faults_few_pages_a_chunk_where_glibc_at_its_starting_thresholds_faults_many() -> (
+    None
+):
     kept = faults_per_chunk()
-    shipped = faults_per_chunk(MALLOC_PERTURB_="0")
-    assert kept.kept and not shipped.kept
+    starting = faults_per_chunk(**STARTING_THRESHOLDS)
+    assert kept.kept and not starting.kept
     # A chunk's decoder maps alone are megabytes: 4 KiB pages faulted in again every chunk show as
-    # hundreds; kept, only what a chunk newly keeps (a few pages) faults.
+    # thousands; kept, only what a chunk newly keeps (a few pages) faults.
     assert kept.faults < 50
-    assert shipped.faults > 10 * max(kept.faults, 10.0)
+    assert starting.faults > 10 * max(kept.faults, 10.0)
 
 
 def test_an_environment_that_tunes_the_allocator_is_left_as_set(monkeypatch: pytest.MonkeyPatch) -> None:
