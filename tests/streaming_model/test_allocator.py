@@ -72,9 +72,7 @@ STARTING_THRESHOLDS = {"MALLOC_MMAP_THRESHOLD_": str(128 << 10), "MALLOC_TRIM_TH
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
-def test_a_model_process_faults_few_pages_a_chunk_where_glibc_at_its_starting_thresholds_faults_many() -> (
-    None
-):
+def test_a_model_process_faults_few_pages_where_glibc_at_its_starting_thresholds_faults_many() -> None:
     kept = faults_per_chunk()
     starting = faults_per_chunk(**STARTING_THRESHOLDS)
     assert kept.kept and not starting.kept
