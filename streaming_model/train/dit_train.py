@@ -58,15 +58,12 @@ def loss_on(
     predictions (``own_context``), so the model learns to continue from, and correct, what it generated
     itself (against drift); ``depth`` levels deep.
     """
-    b = bt["z"].shape[0]
-    ref_c = model.reference_cond(b)
-    ctx_c = model.embed_cond(bt["action"][:, :-1], bt["emotion"][:, :-1], bt["cont"][:, :-1], bt["t_ctx"])
-    tgt_c = model.embed_cond(bt["action"], bt["emotion"], bt["cont"], bt["t"])
-    c = torch.cat([ref_c, ctx_c, tgt_c], dim=1)
+    c_known = known_conditions(model, bt)
+    c = torch.cat([c_known, model.embed_cond(bt["action"], bt["emotion"], bt["cont"], bt["t"])], dim=1)
     cos, sin = model.rope_tables(bt["pos"])
     z = bt["z"]
     if rollout is not None:
-        own = own_context(model, bt, torch.cat([ref_c, ctx_c], dim=1), (cos, sin), mask, rollout, depth)
+        own = own_context(model, bt, c_known, (cos, sin), mask, rollout, depth)
         z = torch.cat([own, z[:, SEQ:]], dim=1)
     with autocast(z.device):
         # Noisy chunk j's base is the chunk before it as the model sees it: the reference for j = 0
@@ -77,6 +74,13 @@ def loss_on(
     err_tok = token_means((pred - bt["x0"]).pow(2), model.cfg.patch)
     w = bt["weight"]
     return (err_tok * w).sum() / w.sum().clamp_min(1.0)
+
+
+def known_conditions(model: DiT, bt: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The conditions of the reference and the context chunks (at their noise levels) of a batch."""
+    ref_c = model.reference_cond(bt["z"].shape[0])
+    ctx_c = model.embed_cond(bt["action"][:, :-1], bt["emotion"][:, :-1], bt["cont"][:, :-1], bt["t_ctx"])
+    return torch.cat([ref_c, ctx_c], dim=1)
 
 
 @torch.no_grad()

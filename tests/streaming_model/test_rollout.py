@@ -10,7 +10,7 @@ import torch
 from streaming_model.dit import DiT, with_scene
 from streaming_model.loading import load_dit
 from streaming_model.train.dit_batches import SEQ, Batcher
-from streaming_model.train.dit_train import loss_on, own_context, parse_args
+from streaming_model.train.dit_train import known_conditions, loss_on, own_context, parse_args
 from tests.support.shard_arrays import night_falls
 
 
@@ -24,10 +24,8 @@ def model_and_batch() -> tuple[DiT, dict[str, torch.Tensor], torch.Tensor]:
 def _own(
     model: DiT, bt: dict[str, torch.Tensor], mask: torch.Tensor, gen: torch.Generator, depth: int
 ) -> torch.Tensor:
-    ref_c = model.reference_cond(bt["z"].shape[0])
-    ctx_c = model.embed_cond(bt["action"][:, :-1], bt["emotion"][:, :-1], bt["cont"][:, :-1], bt["t_ctx"])
     rope = model.rope_tables(bt["pos"])
-    return own_context(model, bt, torch.cat([ref_c, ctx_c], dim=1), rope, mask, gen, depth)
+    return own_context(model, bt, known_conditions(model, bt), rope, mask, gen, depth)
 
 
 def test_each_level_of_a_rollout_continues_from_the_level_before(
