@@ -27,6 +27,9 @@ The paths, each its own session on the same script and seed:
   decoder's output layer as trained (``upsample="transposed"``);
 - ``1 step int8 fused slim parity``: a session as served where the machine computes in fp32
   (``linears=auto``): the decoder's output layer in parity form (``streaming_model.upsample``);
+- ``1 step fused slim parity``, ``1 step fused slim parity onednn``: float linears, on torch's kernels
+  (as every path above) and on ``kernels=onednn`` (``streaming_model.kernels``): the latter is a session as
+  served where the machine computes in bf16 (the table's last line names the served path);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -48,8 +51,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streaming_model.condition import ChunkCondition
+from streaming_model.kernels import chosen_kernels
 from streaming_model.kv_cache import CacheMode
-from streaming_model.linears import Linears
+from streaming_model.linears import Linears, chosen_linears
 from streaming_model.loading import CODEC_PATH, DIT_PATH, SLIM_CODEC_PATH
 from streaming_model.manifest import ACTION_NAMES, build_manifest
 from streaming_model.passes import CommitPass
@@ -180,6 +184,13 @@ def interrupt_latency(session: Session, trials: int) -> dict[str, float]:
     }
 
 
+def served_path() -> str:
+    """The path a live session runs on this machine (``linears=auto``, ``kernels=auto``)."""
+    if chosen_linears("auto") == "int8":
+        return "1 step int8 fused slim parity"
+    return "1 step fused slim parity" + (" onednn" if chosen_kernels("auto") == "onednn" else "")
+
+
 def main() -> None:
     """Run every path on the same script, in turns, and print a table with each path's ratio to today."""
     ap = argparse.ArgumentParser()
@@ -200,9 +211,10 @@ def main() -> None:
         ap.error(f"--chunks and --naive-chunks must be more than the {WARM} warm-up chunks left out")
     torch.set_num_threads(args.threads)
     # The decoders as trained; the served one's output layer in parity form (``streaming_model.upsample``).
-    gen = Generator.load(args.dit, args.codec, upsample="transposed")
-    slim = Generator.load(args.dit, args.slim_codec, upsample="transposed")
-    served = Generator.load(args.dit, args.slim_codec)
+    gen = Generator.load(args.dit, args.codec, upsample="transposed", kernels="torch")
+    slim = Generator.load(args.dit, args.slim_codec, upsample="transposed", kernels="torch")
+    served = Generator.load(args.dit, args.slim_codec, kernels="torch")
+    onednn = Generator.load(args.dit, args.slim_codec, kernels="onednn")
 
     def session(
         steps: int, linears: Linears = "float", commit_pass: CommitPass = "apart", on: Generator = gen
@@ -228,6 +240,8 @@ def main() -> None:
         Lane("1 step fused slim", session(1, commit_pass="fused", on=slim), n),
         Lane("1 step int8 fused slim", session(1, "int8", "fused", on=slim), n),
         Lane("1 step int8 fused slim parity", session(1, "int8", "fused", on=served), n),
+        Lane("1 step fused slim parity", session(1, commit_pass="fused", on=served), n),
+        Lane("1 step fused slim parity onednn", session(1, commit_pass="fused", on=onednn), n),
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
     t0 = time.perf_counter()
@@ -240,19 +254,20 @@ def main() -> None:
         f"budget {BUDGET_MS:.1f} ms per chunk, paths in turns, {wall:.0f} s"
     )
     print(
-        f"{'path':<29} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
+        f"{'path':<31} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
         f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'frames':>7} "
         f"{'frames p99':>10} {'maint ms':>9} "
         f"{'RSS MiB':>15}"
     )
     for name, r in results.items():
         print(
-            f"{name:<29} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+            f"{name:<31} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
             f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
             f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
             f"{r['decode_ms']:>7.1f} {r['frames_ms']:>7.1f} {r['frames_p99_ms']:>10.1f} {r['maint_ms']:>9.3f} "
             f"{r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
         )
+    print(f"served here: {served_path()}")
     naive = results["naive"]
     print(f"maintenance naive / write-time: {naive['maint_ms'] / max(today['maint_ms'], 1e-9):.1f}x")
     lat = interrupt_latency(gen.open_session(identity=1, seed=0, steps=args.steps), 40)  # fused

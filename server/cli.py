@@ -122,7 +122,8 @@ def _add_eval(sub: _Subcommands) -> None:
         "DIR/results.json. Options: steps=N (denoise steps), cache=write_time|naive, linears=auto|float|int8, "
         "precision=auto|bf16|fp32, cache_noise=X (a deliberately damaged cache), commit_pass=fused|apart "
         "(a chunk into the cache in the next chunk's pass, or in a pass of its own), codec=slim|full (the "
-        "served decoder, or the full one that taught it), dit=PATH and codec=PATH (other weights: a trained "
+        "served decoder, or the full one that taught it), upsample=parity|transposed, kernels=auto|torch|onednn "
+        "(what the transformer's attention and MLP run on), dit=PATH and codec=PATH (other weights: a trained "
         "candidate against the shipped ones).",
     )
     evaluate.add_argument("--baseline", nargs="*", default=[], metavar="KEY=VALUE", help="default: as served")

@@ -9,7 +9,9 @@ int8 where the machine computes in fp32; ``float`` or ``int8``: ``streaming_mode
 ``streaming_model.passes``), ``dit`` and ``codec`` (``slim``, the default, or ``full``: the cheaper decoder
 or the one that taught it; or weights files other than the shipped ones: a trained candidate, served before
 it is promoted) and ``upsample`` (``parity``, the default, or ``transposed``: how the decoder's output layer
-computes, ``streaming_model.upsample``); the world takes its clock and picture size.
+computes, ``streaming_model.upsample``) and ``kernels`` (``auto``, the default: ``onednn`` where the machine
+computes in bf16; ``torch`` or ``onednn``: what the transformer's attention and MLP run on,
+``streaming_model.kernels``); the world takes its clock and picture size.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import Backend
+from .kernels import KernelsChoice, check_kernels
 from .linears import LinearsChoice, check_linears
 from .loading import weights_file
 from .passes import CommitPass, check_commit_pass
@@ -70,6 +73,10 @@ def _upsample(_key: str, text: str) -> Upsample:
     return check_upsample(text)
 
 
+def _kernels(_key: str, text: str) -> KernelsChoice:
+    return check_kernels(text)
+
+
 def _weights(key: str, text: str) -> Path:
     try:
         return weights_file(key, text)
@@ -86,6 +93,7 @@ _TAKES: dict[str, dict[str, Callable[[str, str], object]]] = {
         "dit": _weights,
         "codec": _weights,
         "upsample": _upsample,
+        "kernels": _kernels,
     },
     "world": {key: _integer for key in ("fps", "chunk_frames", "width", "height")},
 }

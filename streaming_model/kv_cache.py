@@ -36,6 +36,8 @@ from .rope import cos_sin, rotate
 CacheMode = Literal["write_time", "naive"]
 Tables = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 TimeTables = Callable[[float, int], torch.Tensor]
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""softmax(q k^T / sqrt(d)) v of (1, H, T, D) queries, keys and values (``streaming_model.kernels``)."""
 
 
 class RollbackError(ValueError):
@@ -174,12 +176,14 @@ class KVCache:
         mode: CacheMode = "write_time",
         journal: int = 8,
         dtype: torch.dtype = torch.bfloat16,
+        attention: Attention = F.scaled_dot_product_attention,
     ) -> None:
         if mode not in ("write_time", "naive"):
             raise ValueError(f"unknown cache mode {mode!r}; use 'write_time' or 'naive'")
         if max_distance < window + 2:
             raise ValueError(f"max_distance {max_distance} leaves no room for a window of {window}")
         self.mode, self.T, self.W = mode, tokens, window
+        self.attention = attention
         self.max_distance, self.tables, self.time_tables, self.dtype = (
             max_distance,
             tables,
@@ -342,14 +346,14 @@ class KVCache:
             vk[:, :, self.T : 2 * self.T] = k
             vv[:, :, self.T : 2 * self.T] = v
             n = (2 + self.filled()) * self.T
-            return F.scaled_dot_product_attention(q, vk[:, :, :n], vv[:, :, :n])
+            return self.attention(q, vk[:, :, :n], vv[:, :, :n])
         t0 = time.perf_counter()
         keys, values = self._naive_window(layer)
         keys.insert(1, k)
         values.insert(1, v)
         kk, vv2 = torch.cat(keys, dim=2), torch.cat(values, dim=2)
         self.maintenance_s += time.perf_counter() - t0
-        return F.scaled_dot_product_attention(q, kk, vv2)
+        return self.attention(q, kk, vv2)
 
     def attend_next(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Attention of the chunk after the one being committed (``begin_commit``; its ``layer`` written):
@@ -359,7 +363,7 @@ class KVCache:
         vk[:, :, self.T : 2 * self.T] = k
         vv[:, :, self.T : 2 * self.T] = v
         n = (2 + min(self.state.count + 1, self.W)) * self.T
-        return F.scaled_dot_product_attention(q, vk[:, :, :n], vv[:, :, :n])
+        return self.attention(q, vk[:, :, :n], vv[:, :, :n])
 
     def _naive_window(self, layer: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Re-rotate and re-quantize every committed slot from the raw keys (the baseline's work)."""
@@ -377,7 +381,7 @@ class KVCache:
 
     def self_attend(self, _layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Attention of a chunk over itself only (the reference at prefill)."""
-        return F.scaled_dot_product_attention(q, k, v)
+        return self.attention(q, k, v)
 
     # --- history ------------------------------------------------------------------------------
     def rollback(self, k: int) -> None:

@@ -30,6 +30,7 @@ from .allocator import keep_freed_pages
 from .codec import Codec, to_pixels
 from .condition import ChunkCondition, continuous_features, encode
 from .dit import DiT
+from .kernels import KernelsChoice, attention_for, chosen_kernels, with_kernels
 from .kv_cache import CacheMeta, CacheMode, CacheState, KVCache, RollbackError, SnapshotError
 from .linears import Linears, LinearsChoice, chosen_linears, with_linears
 from .loading import DEFAULT_CODEC_PATH, DIT_PATH, load_codec, load_dit
@@ -114,35 +115,46 @@ class SnapshotMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class Generator:
     """Holds the shipped models; opens sessions."""
 
-    def __init__(self, dit: DiT, codec: Codec, upsample: Upsample = "parity") -> None:
-        """``upsample``: how the decoder's output layer computes (``streaming_model.upsample``)."""
+    def __init__(
+        self, dit: DiT, codec: Codec, upsample: Upsample = "parity", kernels: KernelsChoice = "auto"
+    ) -> None:
+        """``upsample``: how the decoder's output layer computes (``streaming_model.upsample``); ``kernels``:
+        what the transformer's attention and MLP run on (``streaming_model.kernels``; ``auto`` as this
+        machine chooses, ``self.kernels`` what was chosen)."""
         # The process that runs the model keeps its freed pages: a chunk otherwise faults a thousand in.
         keep_freed_pages()
         self.dit = dit.eval()
         # Channels-last convolutions: the decoder took 30 ms a chunk instead of 50 in fp32 on one AVX2
         # thread, with bit-identical pixels.
         self.codec = with_upsample(codec, upsample).eval().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch accepts memory_format here; its stubs omit it
+        self.kernels = chosen_kernels(kernels)
         self._dits: dict[Linears, DiT] = {}
         self.vocabulary = build_manifest(scene=dit.cfg.scene_dim > 0)
         """What a condition may name: the scene and the actions toward it only if the weights read them."""
 
     def dit_for(self, linears: LinearsChoice) -> DiT:
         """The transformer sessions run: its blocks' Linear layers in ``linears`` (``streaming_model.linears``;
-        ``auto`` as this machine chooses) and the float ones held in the compute format
-        (``precision.held_for_compute``; bit-identical to ``self.dit`` inside ``computing()``). Made on first
-        use and shared by every session that asks for it; ``self.dit`` stays the fp32 model as loaded."""
+        ``auto`` as this machine chooses), the float ones held in the compute format
+        (``precision.held_for_compute``; bit-identical to ``self.dit`` inside ``computing()``) and its MLPs
+        on ``self.kernels``. Made on first use and shared by every session that asks for it; ``self.dit``
+        stays the fp32 model as loaded."""
         chosen = chosen_linears(linears)
         if chosen not in self._dits:
-            self._dits[chosen] = cast("DiT", held_for_compute(with_linears(self.dit, chosen)))
+            held = cast("DiT", held_for_compute(with_linears(self.dit, chosen)))
+            self._dits[chosen] = with_kernels(held, self.kernels)
         return self._dits[chosen]
 
     @classmethod
     def load(
-        cls, dit_path: Path = DIT_PATH, codec_path: Path = DEFAULT_CODEC_PATH, upsample: Upsample = "parity"
+        cls,
+        dit_path: Path = DIT_PATH,
+        codec_path: Path = DEFAULT_CODEC_PATH,
+        upsample: Upsample = "parity",
+        kernels: KernelsChoice = "auto",
     ) -> Generator:
         """The default model from streaming_model/weights/ (WeightsError if missing or corrupt)."""
         dit, _ = load_dit(dit_path)
-        return cls(dit, load_codec(codec_path), upsample)
+        return cls(dit, load_codec(codec_path), upsample, kernels)
 
     def open_session(
         self,
@@ -223,6 +235,7 @@ class Session:
             mode=cache_mode,
             journal=journal,
             dtype=compute_dtype(),
+            attention=attention_for(gen.kernels),
         )
         self.index = 0
         self.last_action: str | None = None

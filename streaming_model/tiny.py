@@ -31,6 +31,7 @@ from . import runtime
 from .backend import BackendManifest, BackendSession, Batching, Capabilities, Pending
 from .blobs import decode_generator, encode_generator
 from .condition import ChunkCondition
+from .kernels import KernelsChoice
 from .kv_cache import SnapshotError
 from .linears import Linears, LinearsChoice, chosen_linears
 from .loading import DEFAULT_CODEC_PATH, DIT_PATH
@@ -158,12 +159,14 @@ class TinyBackend:
         dit: Path = DIT_PATH,
         codec: Path = DEFAULT_CODEC_PATH,
         upsample: Upsample = "parity",
+        kernels: KernelsChoice = "auto",
     ) -> TinyBackend:
         """The shipped weights, or the ``dit`` and ``codec`` files given (``WeightsError`` if missing or
         corrupt), warmed up; ``upsample``: how the decoder's output layer computes
-        (``streaming_model.upsample``)."""
+        (``streaming_model.upsample``); ``kernels``: what the transformer's attention and MLP run on
+        (``streaming_model.kernels``)."""
         return cls(
-            Generator.load(dit, codec, upsample),
+            Generator.load(dit, codec, upsample, kernels),
             steps,
             linears=linears,
             max_batch=max_batch,

@@ -12,6 +12,7 @@ from typing import Any, get_args
 import msgspec
 
 from ..evaluate import SIDE_TURNS, Order
+from ..kernels import KERNELS, KernelsChoice, check_kernels
 from ..kv_cache import CacheMode
 from ..linears import LINEARS, LinearsChoice, check_linears
 from ..loading import DEFAULT_WEIGHTS, weights_choices, weights_file
@@ -36,6 +37,7 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     dit: str = DEFAULT_WEIGHTS["dit"]  # the transformer's weights: the shipped ones, or a file (a candidate)
     codec: str = DEFAULT_WEIGHTS["codec"]  # the codec's: "slim" (served), "full" (its teacher), or a file
     upsample: Upsample = "parity"  # the decoder's output layer: as served, or as trained (``transposed``)
+    kernels: KernelsChoice = "auto"  # the transformer's attention and MLP: the machine's choice, or named
 
     def describe(self, names: Sequence[str] | None = None) -> str:
         """``steps=2 cache=write_time precision=auto linears=auto cache_noise=0 commit_pass=fused``: every
@@ -102,6 +104,7 @@ _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "dit": (_weights("dit"), weights_choices("dit")),
     "codec": (_weights("codec"), weights_choices("codec")),
     "upsample": (check_upsample, " or ".join(UPSAMPLES)),
+    "kernels": (check_kernels, " or ".join(KERNELS)),
 }
 
 

@@ -68,7 +68,7 @@ def markdown(results: Results, judged: list[tuple[Metric, Comparison]], has_drif
     """The whole report."""
     differ = [c.metric for _, c in judged if c.verdict == "differs"]
     precisions = {
-        side: sorted({f"{s.precision} with {s.linears} linears" for s in scores})
+        side: sorted({f"{s.precision} with {s.linears} linears, {s.kernels} kernels" for s in scores})
         for side, scores in (("baseline", results.baseline_scores), ("candidate", results.candidate_scores))
     }
     summary = (

@@ -19,6 +19,7 @@ import msgspec
 import torch
 
 from ..evaluate import run_model
+from ..kernels import KernelsChoice
 from ..linears import chosen_linears
 from ..loading import weights_file
 from ..precision import PRECISIONS, compute_dtype
@@ -37,6 +38,7 @@ class SeedScores(msgspec.Struct, frozen=True, kw_only=True):
     drift: Drift | None
     precision: str  # the format the worker computed in ("bf16" or "fp32")
     linears: str = "float"  # what the blocks' matrix products computed in there ("float" or "int8")
+    kernels: str = "torch"  # what the attention and MLP ran on there ("torch" or "onednn")
     seconds: float  # the seed's wall time in its worker
     order: tuple[str, ...] = ()  # the held actions in the order this seed held them (unknown: not recorded)
 
@@ -82,7 +84,7 @@ def run_configurations(
 def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
     """One seed of the scripted evaluation and the drift probe under ``options`` (in this process)."""
     t0 = time.perf_counter()
-    gen = _generator(options.dit, options.codec, options.upsample)
+    gen = _generator(options.dit, options.codec, options.upsample, options.kernels)
     result = run_model(
         gen,
         seed,
@@ -103,15 +105,16 @@ def score_seed(options: RunOptions, seed: int, script: Script) -> SeedScores:
         drift=drift,
         precision=precision,
         linears=chosen_linears(options.linears),
+        kernels=gen.kernels,
         seconds=time.perf_counter() - t0,
         order=tuple(result.order),
     )
 
 
 @functools.cache
-def _generator(dit: str, codec: str, upsample: Upsample) -> Generator:
+def _generator(dit: str, codec: str, upsample: Upsample, kernels: KernelsChoice) -> Generator:
     """The worker's model from these weights, loaded by its first seed that asks for them."""
-    return Generator.load(weights_file("dit", dit), weights_file("codec", codec), upsample)
+    return Generator.load(weights_file("dit", dit), weights_file("codec", codec), upsample, kernels)
 
 
 def _start_worker(precision: str) -> None:

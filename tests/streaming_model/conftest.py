@@ -28,15 +28,27 @@ def _randomize_zero_init(model: torch.nn.Module) -> None:
 
 
 @pytest.fixture(scope="session")
-def tiny_generator() -> Generator:
-    """A Generator with tiny random models (fixed seed)."""
+def tiny_models() -> tuple[DiT, Codec]:
+    """Tiny random models (fixed seed): a transformer and a codec."""
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dit = DiT(TINY_DIT)
     _randomize_zero_init(dit)
     codec = Codec(TINY_CODEC)
     _randomize_zero_init(codec)
-    return Generator(dit, codec)
+    return dit, codec
+
+
+@pytest.fixture(scope="session")
+def tiny_generator(tiny_models: tuple[DiT, Codec]) -> Generator:
+    """A Generator with the tiny models, on this machine's kernels (``streaming_model.kernels``)."""
+    return Generator(*tiny_models)
+
+
+@pytest.fixture(scope="session")
+def torch_kernels_generator(tiny_models: tuple[DiT, Codec]) -> Generator:
+    """A Generator with the tiny models on torch's own kernels, as trained, whatever the machine."""
+    return Generator(*tiny_models, kernels="torch")
 
 
 @pytest.fixture(scope="session")

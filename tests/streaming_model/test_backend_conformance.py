@@ -276,6 +276,7 @@ def test_open_backend_names_what_is_wrong() -> None:
         ("world", ("width=5000",)): r"world option width must be in \[16, 1024\], got 5000",
         ("tiny", ("fps=16",)): "backend tiny has no option 'fps'; it takes: steps, linears",
         ("tiny", ("linears=int4",)): "linears must be one of auto, float, int8, not 'int4'",
+        ("tiny", ("kernels=fast",)): "kernels must be one of auto, torch, onednn, not 'fast'",
         (
             "tiny",
             ("dit=/no/such.safetensors",),

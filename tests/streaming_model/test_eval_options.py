@@ -26,7 +26,7 @@ def test_options_parse_into_the_runtime_options_and_default_to_a_served_session(
     assert (
         options.describe()
         == "steps=1 cache=naive precision=fp32 linears=auto cache_noise=0.5 commit_pass=fused dit=shipped codec=slim"
-        " upsample=parity"
+        " upsample=parity kernels=auto"
     )
     assert options.describe(["cache"]) == "cache=naive"
 
@@ -61,6 +61,7 @@ def test_the_served_codec_is_the_slim_one_and_its_full_teacher_is_named() -> Non
         ("codec=fast", "option codec takes slim or full or a weights file that exists, not 'fast'"),
         ("codec=shipped", "option codec takes slim or full or a weights file that exists, not 'shipped'"),
         ("upsample=nearest", "option upsample takes parity or transposed, not 'nearest'"),
+        ("kernels=fast", "option kernels takes auto or torch or onednn, not 'fast'"),
     ],
 )
 def test_a_bad_option_names_the_key_and_what_it_takes(item: str, says: str) -> None:

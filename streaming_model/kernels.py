@@ -1,0 +1,100 @@
+"""Which kernels the transformer's attention and MLP run on: ``torch`` (each op as torch computes it, the
+path as trained) or ``onednn`` (kernels that pay where the machine computes in bf16).
+
+``onednn`` changes two things. Attention is two plain matrix products and a softmax instead of torch's
+flash attention, whose CPU kernel is built for long sequences: for a chunk's 64 queries over 320 keys in
+bf16 it took 316 us against 219 on an EPYC with AVX512-BF16 (its probabilities are rounded to bf16 before
+the second product, where flash attention keeps them in fp32). And the MLP's first product and its tanh
+GELU are one oneDNN call, the GELU applied to the fp32 sums before they are rounded to bf16 (torch's bf16
+tanh GELU alone took 267 us for the (128, 1024) activations there; the fused call 406 against 625 for the
+two). On that machine a served chunk took 0.94x the time. With fp32 arithmetic the plain attention was
+the slower (344 against 298 us), so ``auto`` (what sessions run unless told) chooses ``onednn`` only where
+the machine computes in bf16 (``precision.compute_dtype``).
+
+Neither changes what a row depends on: a chunk's attention reads only its own session's keys, and the
+fused call gave a chunk's rows the same bits alone as among others (checked at warm-up with the rest of a
+batch: ``warmup.measure_batching``). What it does to the picture is measured by ``onstage eval`` with
+``kernels=torch`` against ``kernels=onednn``, never assumed.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Literal, cast, get_args
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .dit import Block, DiT
+from .kv_cache import Attention
+from .precision import compute_dtype
+
+Kernels = Literal["torch", "onednn"]
+"""What the attention and the MLP run on, once chosen."""
+KernelsChoice = Literal["auto", "torch", "onednn"]
+"""What may be asked for: ``auto`` is this machine's choice (``chosen_kernels``)."""
+KERNELS: tuple[str, ...] = get_args(KernelsChoice)
+"""The choices, the served default (``auto``) first."""
+
+
+def check_kernels(kernels: str) -> KernelsChoice:
+    """``kernels`` as a ``KernelsChoice``; ``ValueError`` naming the choices for anything else."""
+    if kernels in KERNELS:
+        return cast("KernelsChoice", kernels)
+    raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels[:40]!r}")
+
+
+def chosen_kernels(kernels: str) -> Kernels:
+    """What ``kernels`` runs on this machine: ``auto`` is ``onednn`` where it computes in bf16 and torch
+    has oneDNN, ``torch`` elsewhere (``check_kernels``' error for anything else)."""
+    choice = check_kernels(kernels)
+    if choice == "onednn" and not torch.backends.mkldnn.is_available():
+        raise ValueError("kernels=onednn needs a torch built with oneDNN (mkldnn), which this one is not")
+    if choice != "auto":
+        return choice
+    fused = compute_dtype() == torch.bfloat16 and torch.backends.mkldnn.is_available()
+    return "onednn" if fused else "torch"
+
+
+def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v as two matrix products, in the inputs' dtype."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    return torch.matmul(scores.softmax(dim=-1), v)
+
+
+def attention_for(kernels: Kernels) -> Attention:
+    """The attention a session's cache runs: torch's ``scaled_dot_product_attention`` or
+    ``plain_attention``."""
+    return plain_attention if kernels == "onednn" else F.scaled_dot_product_attention
+
+
+class LinearGELU(nn.Module):
+    """A Linear and the tanh GELU after it as one oneDNN call (``torch.ops.mkldnn._linear_pointwise``, the
+    op torch's own compiler fuses them into): the GELU of the fp32 sums, one rounding to the weight's
+    dtype. For inference only (``with_kernels``' copy)."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """GELU(x W^T + b) over the last dimension, in the weight's dtype."""
+        w = self.linear.weight
+        rows = x.reshape(-1, x.shape[-1]).to(w.dtype)
+        y = torch.ops.mkldnn._linear_pointwise(rows, w, self.linear.bias, "gelu", [], "tanh")
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def with_kernels(dit: DiT, kernels: Kernels) -> DiT:
+    """``dit`` itself for ``torch``; for ``onednn`` a copy whose blocks' MLPs run their first product and
+    GELU as one ``LinearGELU`` where that product is a float ``nn.Linear`` followed by a tanh GELU (int8
+    products, ``streaming_model.linears``, stay as they are). ``dit`` is left as it was."""
+    if kernels == "torch":
+        return dit
+    out = copy.deepcopy(dit)
+    for block in cast("list[Block]", list(out.blocks)):  # a ModuleList yields plain Modules to mypy
+        first, act = block.mlp[0], block.mlp[1]
+        if type(first) is nn.Linear and isinstance(act, nn.GELU) and act.approximate == "tanh":
+            block.mlp[0], block.mlp[1] = LinearGELU(first), nn.Identity()  # the layers keep their names
+    return out.eval()

@@ -1,0 +1,113 @@
+"""What the transformer's attention and MLP run on (``streaming_model.kernels``): ``onednn`` computes the
+same functions as torch's kernels (to float rounding), keeps a session's frames independent of what shares
+its passes, and is what sessions run where the machine computes in bf16."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from streaming_model.codec import Codec
+from streaming_model.dit import Block, DiT
+from streaming_model.kernels import (
+    LinearGELU,
+    chosen_kernels,
+    plain_attention,
+    with_kernels,
+)
+from streaming_model.linears import with_linears
+from streaming_model.precision import compute_dtype, computing
+from streaming_model.runtime import Generator
+from tests.streaming_model.test_batched import batch_step, cond, twins
+from tests.streaming_model.test_passes import pair, play
+from tests.support.kernels import alike, rows_independent
+
+
+@pytest.fixture(scope="module")
+def onednn_generator(tiny_models: tuple[DiT, Codec]) -> Generator:
+    return Generator(*tiny_models, kernels="onednn")
+
+
+def test_plain_attention_is_scaled_dot_product_attention() -> None:
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, n, 64, generator=gen) for n in (64, 320, 320))
+    assert torch.allclose(plain_attention(q, k, v), F.scaled_dot_product_attention(q, k, v), atol=1e-6)
+
+
+def test_the_fused_product_is_the_product_then_the_tanh_gelu() -> None:
+    torch.manual_seed(0)
+    linear, x = nn.Linear(256, 1024), torch.randn(2, 64, 256)
+    expected = F.gelu(linear(x), approximate="tanh")
+    assert torch.allclose(LinearGELU(linear)(x), expected, atol=1e-5)
+    # In bf16 it rounds once, after the GELU: no further from the fp32 result than the two ops apart.
+    held = nn.Linear(256, 1024).to(torch.bfloat16)
+    held.load_state_dict(linear.state_dict())
+    fused = (LinearGELU(held)(x).float() - expected).abs().max()
+    apart = (F.gelu(held(x.bfloat16()), approximate="tanh").float() - expected).abs().max()
+    assert fused <= apart
+
+
+def test_the_fused_product_gives_a_chunk_the_same_bits_alone_and_beside_another() -> None:
+    torch.manual_seed(0)
+    layer, x = LinearGELU(nn.Linear(256, 1024)), torch.randn(128, 256)
+    with computing():
+        assert torch.equal(layer(x)[:64], layer(x[:64]))
+
+
+def test_onednn_fuses_the_float_mlps_of_a_copy_and_leaves_int8_ones(tiny_models: tuple[DiT, Codec]) -> None:
+    dit = tiny_models[0]
+    assert with_kernels(dit, "torch") is dit
+    fused = with_kernels(dit, "onednn")
+    mlps = [[type(m) for m in b.mlp.children()] for b in cast("list[Block]", list(fused.blocks))]
+    assert mlps == [[LinearGELU, nn.Identity, nn.Linear]] * dit.cfg.depth
+    # the model given is left as it was
+    assert sum(isinstance(m, nn.GELU) for m in dit.modules()) == dit.cfg.depth
+    assert not any(isinstance(m, LinearGELU) for m in dit.modules())
+    quantised = with_kernels(with_linears(dit, "int8"), "onednn")
+    assert not any(isinstance(m, LinearGELU) for m in quantised.modules())
+
+
+def test_sessions_run_onednn_where_the_machine_computes_in_bf16(tiny_generator: Generator) -> None:
+    assert chosen_kernels("auto") == ("onednn" if compute_dtype() == torch.bfloat16 else "torch")
+    assert tiny_generator.kernels == chosen_kernels("auto")
+    with pytest.raises(ValueError, match="auto, torch, onednn"):
+        chosen_kernels("fast")
+
+
+def test_an_onednn_session_attends_plainly_and_makes_torch_kernels_latents_to_rounding(
+    onednn_generator: Generator, torch_kernels_generator: Generator
+) -> None:
+    fast, _ = pair(onednn_generator)
+    slow, _ = pair(torch_kernels_generator)
+    assert fast.cache.attention is plain_attention
+    assert any(isinstance(m, LinearGELU) for m in fast.dit.modules())
+    for i in range(4):
+        a, b = fast.generate(cond(i)), slow.generate(cond(i))
+        assert a is not None and b is not None
+        # bf16 rounding (3e-3 here); the tanh GELU swapped for a ReLU made it 0.06-0.08.
+        assert float((a.latent.float() - b.latent.float()).norm() / b.latent.float().norm()) < 0.01
+        fast.commit(a)
+        slow.commit(b)
+
+
+def test_an_onednn_session_commits_in_the_next_pass_as_apart(onednn_generator: Generator) -> None:
+    fused, apart = pair(onednn_generator)
+    chunks = range(2 * onednn_generator.dit.cfg.max_distance)
+    tokens = onednn_generator.dit.cfg.tokens
+    exact = rows_independent(onednn_generator.dit_for("float"), 2 * tokens, tokens)
+    a, b = play(fused, chunks), play(apart, chunks)
+    assert all(alike(x, y, exact) for x, y in zip(a, b, strict=True))
+
+
+def test_onednn_sessions_get_their_own_frames_in_a_batch(onednn_generator: Generator) -> None:
+    alone, batched = twins(onednn_generator, 3)
+    tokens = onednn_generator.dit.cfg.tokens
+    exact = rows_independent(onednn_generator.dit_for("float"), 3 * 2 * tokens, tokens)
+    for i in range(5):
+        frames = batch_step(batched, [cond(i)] * 3)
+        for a, b in zip(alone, frames, strict=True):
+            assert alike(a.step(cond(i)), b, exact)
