@@ -59,7 +59,9 @@ def chosen_kernels(kernels: str) -> Kernels:
 
 def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """softmax(q k^T / sqrt(d)) v as two matrix products, in the inputs' dtype."""
-    scores = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    # The queries scaled rather than the scores: a fifth of the values here (64 queries, 320 keys), and
+    # the same bits where 1 / sqrt(d) is a power of two (d = 64).
+    scores = torch.matmul(q * (q.shape[-1] ** -0.5), k.transpose(-2, -1))
     return torch.matmul(scores.softmax(dim=-1), v)
 
 
