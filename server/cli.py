@@ -99,6 +99,10 @@ def _render(args: argparse.Namespace) -> int:
     if Path(args.out).suffix.lower() not in (".webp", ".gif"):
         print("onstage render: write a .webp or .gif file", file=sys.stderr)
         return 2
+    folder = Path(args.out).absolute().parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):  # said before the render, not after it
+        print(f"onstage render: cannot write in {folder}: no such folder, or not writable", file=sys.stderr)
+        return 2
     script = SCENE_DEMO if args.scene else DEMO
     # The shipped model draws no scene yet: the scene tour shows the procedural world unless told otherwise.
     source = args.source or ("world" if args.scene else "model")

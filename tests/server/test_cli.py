@@ -73,6 +73,12 @@ def test_render_refuses_a_format_it_cannot_write(tmp_path) -> None:
     assert main(["render", str(tmp_path / "demo.avi")]) == 2
 
 
+def test_render_refuses_a_folder_it_cannot_write_in_before_it_renders(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("streaming_model.render.render", lambda *a, **kw: pytest.fail("it rendered first"))
+    assert main(["render", str(tmp_path / "missing" / "demo.webp")]) == 2
+    assert f"cannot write in {tmp_path / 'missing'}" in capsys.readouterr().err
+
+
 def test_serve_takes_a_backend_and_its_options_and_names_a_bad_one(capsys) -> None:
     from server.cli import build_parser
     from server.serve_cli import serve_config
