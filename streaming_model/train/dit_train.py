@@ -250,6 +250,19 @@ class _Training:
     step: int = 0
     elapsed: float = 0.0
     val_log: list = field(default_factory=list)
+    fresh_moments: bool = True  # False once a checkpoint's optimizer state is loaded
+
+
+WARMUP_STEPS = 300
+
+
+def learning_rate(lr: float, lr_end: float | None, fresh_step: int | None, done: float) -> float:
+    """The rate at a point of a run: warmed up over its first ``WARMUP_STEPS`` where the optimizer's moments
+    start afresh (``fresh_step``: steps into the run; None where a checkpoint's moments were resumed), and
+    annealed toward ``lr_end`` by ``done``, the share of the run's minutes gone (by the clock: steps per
+    second vary with what else runs here)."""
+    rate = lr if fresh_step is None else lr * min(1.0, (fresh_step + 1) / WARMUP_STEPS)
+    return rate if lr_end is None else rate + (lr_end - rate) * done
 
 
 def _training(args: argparse.Namespace, dev: torch.device) -> _Training:
@@ -275,6 +288,7 @@ def _resume(run: _Training, args: argparse.Namespace) -> None:
         run.ema.load_state_dict(ck["ema"])
         run.opt.load_state_dict(ck["opt"])
         run.step, run.elapsed, run.val_log = ck["step"], ck["elapsed"], ck["val_log"]
+        run.fresh_moments = False
         print(f"resumed at step {run.step}, {run.elapsed / 60:.1f} min trained", flush=True)
     elif args.start is not None or DIT_PATH.exists():
         # A machine without checkpoints (checkpoints/ is not in git): go on from the shipped weights (or
@@ -329,11 +343,8 @@ def _train(
     loss_acc, n_acc = torch.zeros((), device=dev), 0  # summed on the device: no wait on each step's loss
     first_step = run.step
     while time.time() < t_end:
-        # Warm up from this run's first step: a run from the shipped weights starts with fresh moments.
-        lr = args.lr * min(1.0, (run.step - first_step + 1) / 300)
-        if args.lr_end is not None:  # by the clock: steps per second vary with what else runs here
-            done = 1.0 - max(0.0, t_end - time.time()) / (args.minutes * 60)
-            lr = lr + (args.lr_end - lr) * done
+        done = 1.0 - max(0.0, t_end - time.time()) / (args.minutes * 60)
+        lr = learning_rate(args.lr, args.lr_end, run.step - first_step if run.fresh_moments else None, done)
         for g in run.opt.param_groups:
             g["lr"] = lr
         use_rollout = (

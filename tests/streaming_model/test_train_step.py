@@ -10,7 +10,7 @@ import torch
 from streaming_model.dit import with_scene
 from streaming_model.loading import load_dit
 from streaming_model.train.dit_batches import Batcher
-from streaming_model.train.dit_train import train_step
+from streaming_model.train.dit_train import WARMUP_STEPS, learning_rate, train_step
 from tests.support.shard_arrays import night_falls
 
 
@@ -32,3 +32,11 @@ def test_a_step_moves_the_model_and_the_ema_follows_it_by_the_decay() -> None:
     decay = 0.1  # at step 0: (1 + 0) / (10 + 0)
     for old, new, m in zip(before_ema, ema.parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(new, decay * old + (1 - decay) * m.detach())
+
+
+def test_a_run_warms_up_only_where_its_optimizer_starts_afresh() -> None:
+    assert learning_rate(3e-4, None, 0, 0.0) == 3e-4 / WARMUP_STEPS
+    assert learning_rate(3e-4, None, WARMUP_STEPS, 0.5) == 3e-4
+    assert learning_rate(3e-4, None, None, 0.0) == 3e-4  # a checkpoint's moments resumed: no warm-up again
+    assert abs(learning_rate(3e-4, 1e-4, None, 0.5) - 2e-4) < 1e-12  # annealed by the share of the run gone
+    assert abs(learning_rate(3e-4, 1e-4, 0, 1.0) - 1e-4) < 1e-12
