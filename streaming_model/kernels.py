@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .choices import one_of
 from .dit import Block, DiT
 from .kv_cache import Attention
 from .precision import compute_dtype
@@ -40,9 +41,7 @@ KERNELS: tuple[str, ...] = get_args(KernelsChoice)
 
 def check_kernels(kernels: str) -> KernelsChoice:
     """``kernels`` as a ``KernelsChoice``; ``ValueError`` naming the choices for anything else."""
-    if kernels in KERNELS:
-        return cast("KernelsChoice", kernels)
-    raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels[:40]!r}")
+    return cast("KernelsChoice", one_of(kernels, KERNELS, "kernels"))
 
 
 def chosen_kernels(kernels: str) -> Kernels:

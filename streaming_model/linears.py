@@ -34,6 +34,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from torch.ao.quantization import quantize_dynamic
 from torch.nn import functional as F
 
+from .choices import one_of
 from .dit import Block, DiT
 from .precision import compute_dtype
 
@@ -47,9 +48,7 @@ LINEARS: tuple[str, ...] = get_args(LinearsChoice)
 
 def check_linears(linears: str) -> LinearsChoice:
     """``linears`` as a ``LinearsChoice``; ``ValueError`` naming the choices for anything else."""
-    if linears in LINEARS:
-        return cast("LinearsChoice", linears)
-    raise ValueError(f"linears must be one of {', '.join(LINEARS)}, not {linears[:40]!r}")
+    return cast("LinearsChoice", one_of(linears, LINEARS, "linears"))
 
 
 def chosen_linears(linears: str) -> Linears:

@@ -26,6 +26,7 @@ from typing import Literal, cast, get_args
 import torch
 from torch import nn
 
+from .choices import one_of
 from .codec import Codec
 
 Upsample = Literal["parity", "transposed"]
@@ -39,9 +40,7 @@ i + a."""
 
 def check_upsample(upsample: str) -> Upsample:
     """``upsample`` as an ``Upsample``; ``ValueError`` naming the choices for anything else."""
-    if upsample in UPSAMPLES:
-        return cast("Upsample", upsample)
-    raise ValueError(f"upsample must be one of {', '.join(UPSAMPLES)}, not {upsample[:40]!r}")
+    return cast("Upsample", one_of(upsample, UPSAMPLES, "upsample"))
 
 
 class ParityUpsample(nn.Module):
