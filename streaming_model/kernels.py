@@ -48,12 +48,18 @@ def chosen_kernels(kernels: str) -> Kernels:
     """What ``kernels`` runs on this machine: ``auto`` is ``onednn`` where it computes in bf16 and torch
     has oneDNN, ``torch`` elsewhere (``check_kernels``' error for anything else)."""
     choice = check_kernels(kernels)
-    if choice == "onednn" and not torch.backends.mkldnn.is_available():
-        raise ValueError("kernels=onednn needs a torch built with oneDNN (mkldnn), which this one is not")
+    if choice == "onednn" and not _has_onednn():
+        raise ValueError(
+            "kernels=onednn needs torch's oneDNN ops (mkldnn._linear_pointwise); this torch lacks them"
+        )
     if choice != "auto":
         return choice
-    fused = compute_dtype() == torch.bfloat16 and torch.backends.mkldnn.is_available()
-    return "onednn" if fused else "torch"
+    return "onednn" if compute_dtype() == torch.bfloat16 and _has_onednn() else "torch"
+
+
+def _has_onednn() -> bool:
+    # A private op of torch's (the pinned torch has it); without it, torch's kernels rather than a failure.
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from streaming_model import kernels
 from streaming_model.codec import Codec
 from streaming_model.dit import Block, DiT
 from streaming_model.kernels import (
@@ -111,3 +112,10 @@ def test_onednn_sessions_get_their_own_frames_in_a_batch(onednn_generator: Gener
         frames = batch_step(batched, [cond(i)] * 3)
         for a, b in zip(alone, frames, strict=True):
             assert alike(a.step(cond(i)), b, exact)
+
+
+def test_a_torch_without_the_fused_op_keeps_torchs_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernels, "_has_onednn", lambda: False)
+    assert chosen_kernels("auto") == "torch"
+    with pytest.raises(ValueError, match="this torch lacks them"):
+        chosen_kernels("onednn")
