@@ -27,9 +27,10 @@ The paths, each its own session on the same script and seed:
   decoder's output layer as trained (``upsample="transposed"``);
 - ``1 step int8 fused slim parity``: a session as served where the machine computes in fp32
   (``linears=auto``): the decoder's output layer in parity form (``streaming_model.upsample``);
-- ``1 step fused slim parity``, ``1 step fused slim parity onednn``: float linears, on torch's kernels
-  (as every path above) and on ``kernels=onednn`` (``streaming_model.kernels``): the latter is a session as
-  served where the machine computes in bf16 (the table's last line names the served path);
+- ``1 step fused slim parity``: the same with float linears;
+- ``1 step fused slim parity onednn``, ``1 step int8 fused slim parity onednn``: both on ``kernels=onednn``
+  (``streaming_model.kernels``; every path above runs torch's kernels): the latter is a session as served
+  where the machine computes in bf16 (the line after the table names the served path);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
 the ratios to ``today`` compare like with like.
@@ -186,9 +187,8 @@ def interrupt_latency(session: Session, trials: int) -> dict[str, float]:
 
 def served_path() -> str:
     """The path a live session runs on this machine (``linears=auto``, ``kernels=auto``)."""
-    if chosen_linears("auto") == "int8":
-        return "1 step int8 fused slim parity"
-    return "1 step fused slim parity" + (" onednn" if chosen_kernels("auto") == "onednn" else "")
+    linears = "int8 " if chosen_linears("auto") == "int8" else ""
+    return f"1 step {linears}fused slim parity" + (" onednn" if chosen_kernels("auto") == "onednn" else "")
 
 
 def main() -> None:
@@ -242,6 +242,7 @@ def main() -> None:
         Lane("1 step int8 fused slim parity", session(1, "int8", "fused", on=served), n),
         Lane("1 step fused slim parity", session(1, commit_pass="fused", on=served), n),
         Lane("1 step fused slim parity onednn", session(1, commit_pass="fused", on=onednn), n),
+        Lane("1 step int8 fused slim parity onednn", session(1, "int8", "fused", on=onednn), n),
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
     t0 = time.perf_counter()
@@ -254,14 +255,14 @@ def main() -> None:
         f"budget {BUDGET_MS:.1f} ms per chunk, paths in turns, {wall:.0f} s"
     )
     print(
-        f"{'path':<31} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
+        f"{'path':<36} {'chunks':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'late %':>7} "
         f"{'x median':>9} {'x p99':>6} {'gen':>6} {'commit':>7} {'decode':>7} {'frames':>7} "
         f"{'frames p99':>10} {'maint ms':>9} "
         f"{'RSS MiB':>15}"
     )
     for name, r in results.items():
         print(
-            f"{name:<31} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+            f"{name:<36} {r['chunks']:>6.0f} {r['median_ms']:>10.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
             f"{100 * r['late_share']:>7.2f} {r['median_ms'] / today['median_ms']:>9.3f} "
             f"{r['p99_ms'] / today['p99_ms']:>6.3f} {r['generate_ms']:>6.1f} {r['commit_ms']:>7.1f} "
             f"{r['decode_ms']:>7.1f} {r['frames_ms']:>7.1f} {r['frames_p99_ms']:>10.1f} {r['maint_ms']:>9.3f} "

@@ -7,9 +7,10 @@ bf16 it took 316 us against 219 on an EPYC with AVX512-BF16 (its probabilities a
 the second product, where flash attention keeps them in fp32). And the MLP's first product and its tanh
 GELU are one oneDNN call, the GELU applied to the fp32 sums before they are rounded to bf16 (torch's bf16
 tanh GELU alone took 267 us for the (128, 1024) activations there; the fused call 406 against 625 for the
-two). On that machine a served chunk took 0.94x the time. With fp32 arithmetic the plain attention was
-the slower (344 against 298 us), so ``auto`` (what sessions run unless told) chooses ``onednn`` only where
-the machine computes in bf16 (``precision.compute_dtype``).
+two; an MLP whose products are int8, ``streaming_model.linears``, keeps its own GELU). On that machine a
+chunk with float linears took 0.94x the time, one with int8 linears (as served there) 0.97x. With fp32
+arithmetic the plain attention was the slower (344 against 298 us), so ``auto`` (what sessions run unless
+told) chooses ``onednn`` only where the machine computes in bf16 (``precision.compute_dtype``).
 
 Neither changes what a row depends on: a chunk's attention reads only its own session's keys, and the
 fused call gave a chunk's rows the same bits alone as among others (checked at warm-up with the rest of a

@@ -1,5 +1,5 @@
-"""What the DiT blocks compute with: ``float`` (as trained) or ``int8`` (the fast path where the machine
-computes in fp32).
+"""What the DiT blocks compute with: ``float`` (as trained) or ``int8`` (the fast path in fp32, and in bf16
+where the machine has no AMX).
 
 ``int8`` is dynamic quantisation (``torch.ao.quantization.quantize_dynamic``, the fbgemm engine): weights
 stored as int8 with one scale per matrix, activations quantised on every call from their own range,
@@ -16,9 +16,11 @@ committed beside the next one in a fused pass). Integer products sum exactly in 
 outputs are then the same bit for bit however the chunks are grouped, as the float path's are.
 
 It is a speed switch: what it does to the picture is measured by ``onstage eval`` with ``linears=int8``,
-never assumed. ``auto`` (what sessions run unless told) chooses per machine: int8 where the machine computes
-in fp32 (it paid there: 6 % of a chunk and 16 % of a lone session's cores on an AVX2 EPYC), float where it
-computes in bf16 (the int8 kernels read fp32, so there they would widen every input and cost).
+never assumed. ``auto`` (what sessions run unless told) chooses per machine: int8 where it was measured to
+pay. In fp32: 6 % of a chunk and 16 % of a lone session's cores on an AVX2 EPYC. In bf16 without AMX: its
+kernels read fp32, so every input is widened, but with the MLP's sums kept in fp32 between its products a
+chunk took 0.95-0.96x the float path's on an EPYC with AVX512-BF16 (both on ``kernels=onednn``). Float where
+the machine has AMX, whose bf16 products were not measured against it.
 """
 
 from __future__ import annotations
@@ -52,13 +54,14 @@ def check_linears(linears: str) -> LinearsChoice:
 
 
 def chosen_linears(linears: str) -> Linears:
-    """What ``linears`` computes in on this machine: ``auto`` is ``int8`` where it computes in fp32 and
-    torch has the fbgemm engine, ``float`` elsewhere (``check_linears``' error for anything else)."""
+    """What ``linears`` computes in on this machine: ``auto`` is ``int8`` where torch has the fbgemm engine
+    and the machine computes in fp32 or has no AMX, ``float`` elsewhere (``check_linears``' error for
+    anything else)."""
     choice = check_linears(linears)
     if choice != "auto":
         return choice
-    fp32 = compute_dtype() == torch.float32
-    return "int8" if fp32 and "fbgemm" in torch.backends.quantized.supported_engines else "float"
+    paid = compute_dtype() == torch.float32 or not torch.cpu._is_amx_tile_supported()
+    return "int8" if paid and "fbgemm" in torch.backends.quantized.supported_engines else "float"
 
 
 QUANTISED = ("qkv", "proj", "mlp")
@@ -104,18 +107,18 @@ class Fp16Linear(nn.Module):
 class Int8Linear(nn.Module):
     """A dynamically quantised Linear that takes what a float one takes, tokens (..., T, w): each (T, w)
     matrix (one chunk's tokens) is quantised with its own scale. Its int8 kernels read fp32 only, so under
-    bf16 autocast the input is widened and the output given back in bf16, as a Linear's would."""
+    bf16 autocast the input is widened and the output given back in bf16, as a Linear's would, unless
+    ``fp32_out`` (where what comes next reads fp32 anyway: the MLP's GELU and its second product)."""
 
-    def __init__(self, products: nn.Module) -> None:
+    def __init__(self, products: nn.Module, fp32_out: bool = False) -> None:
         super().__init__()
-        self.products = products
+        self.products, self.fp32_out = products, fp32_out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x @ W.T + b with W in int8 and each chunk's x quantised from its own range."""
         chunks = x.float().reshape(-1, *x.shape[-2:])
-        return _as_autocast(
-            torch.stack([self.products(chunk) for chunk in chunks]).reshape(*x.shape[:-1], -1)
-        )
+        y = torch.stack([self.products(chunk) for chunk in chunks]).reshape(*x.shape[:-1], -1)
+        return y if self.fp32_out else _as_autocast(y)
 
 
 def with_linears(dit: DiT, linears: LinearsChoice) -> DiT:
@@ -137,6 +140,12 @@ def with_linears(dit: DiT, linears: LinearsChoice) -> DiT:
         gelus = [name for name, child in block.mlp.named_children() if isinstance(child, nn.GELU)]
         for name in gelus:
             setattr(block.mlp, name, SigmoidGELU())
+        # The MLP's first product feeds the GELU and the second product in fp32 under bf16 autocast too:
+        # rounding it to bf16 only for the next int8 product to widen it again cost a bf16 GELU (267 us
+        # against the fp32 sigmoid form's) and two casts, 4 % of a chunk on an EPYC with AVX512-BF16.
+        first = block.mlp[0]
+        if isinstance(first, Int8Linear):
+            first.fp32_out = True
     return quantised.eval()
 
 

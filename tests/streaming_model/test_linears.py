@@ -9,6 +9,8 @@ tiny backend and the evaluation's options, and a wrong value is refused, saying 
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +19,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from streaming_model import linears as linears_module
 from streaming_model.backends import open_backend
 from streaming_model.condition import ChunkCondition
+from streaming_model.dit import Block
 from streaming_model.eval.options import RunOptions, parse_options
 from streaming_model.linears import Fp16Linear, Int8Linear, Linears, SigmoidGELU, chosen_linears
 from streaming_model.passes import CommitPass
@@ -114,13 +117,18 @@ INT8_KERNELS = "fbgemm" in torch.backends.quantized.supported_engines  # x86 bui
 
 
 @pytest.mark.parametrize(
-    ("computes_in", "chosen"),
-    [(torch.float32, "int8" if INT8_KERNELS else "float"), (torch.bfloat16, "float")],
+    ("computes_in", "amx", "chosen"),
+    [
+        (torch.float32, False, "int8" if INT8_KERNELS else "float"),
+        (torch.bfloat16, False, "int8" if INT8_KERNELS else "float"),
+        (torch.bfloat16, True, "float"),
+    ],
 )
-def test_auto_is_int8_where_the_machine_computes_in_fp32_and_float_where_in_bf16(
-    monkeypatch: pytest.MonkeyPatch, computes_in: torch.dtype, chosen: str
+def test_auto_is_int8_in_fp32_and_in_bf16_without_amx(
+    monkeypatch: pytest.MonkeyPatch, computes_in: torch.dtype, amx: bool, chosen: str
 ) -> None:
     monkeypatch.setattr(linears_module, "compute_dtype", lambda: computes_in)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     assert chosen_linears("auto") == chosen
     assert (chosen_linears("float"), chosen_linears("int8")) == ("float", "int8")  # asked for: as asked
 
@@ -129,3 +137,14 @@ def test_a_served_session_computes_as_the_machine_chooses(tiny_generator: Genera
     served = TinyBackend(tiny_generator, warmup_chunks=1)
     assert served.linears == chosen_linears("auto")
     assert tiny_generator.dit_for("auto") is tiny_generator.dit_for(served.linears)  # one model, shared
+
+
+def test_the_int8_mlp_keeps_its_sums_in_fp32_between_its_products_under_bf16_autocast(
+    tiny_generator: Generator,
+) -> None:
+    block = cast("Block", tiny_generator.dit_for("int8").blocks[0])
+    x = torch.randn(1, 2, 64, tiny_generator.dit.cfg.width)
+    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):
+        assert block.mlp[0](x).dtype == torch.float32  # straight into the GELU and the next int8 product
+        assert block.mlp(x).dtype == torch.bfloat16  # what leaves the MLP is what a Linear gives
+        assert block.qkv(x).dtype == torch.bfloat16
