@@ -3,7 +3,7 @@
 Options arrive as text (``--backend-option fps=16``, ``--backend-option linears=int8``); each backend
 names the ones it takes, and a wrong name, option or value is a ``ValueError`` saying which and what would
 do. The tiny model takes ``steps`` (denoise steps per chunk), ``linears`` (``auto``, the default:
-int8 where fbgemm pays: in fp32, or bf16 without AMX; ``float`` or ``int8``: ``streaming_model.linears``),
+int8 where the machine computes in fp32; ``float`` or ``int8``: ``streaming_model.linears``),
 ``max_batch`` (the largest batch measured at warm-up; 1: no batching) and
 ``commit_pass`` (``fused``, the default where it is exact on the machine, or ``apart``:
 ``streaming_model.passes``), ``dit`` and ``codec`` (``slim``, the default, or ``full``: the cheaper decoder

@@ -8,7 +8,7 @@ the second product, where flash attention keeps them in fp32). And the MLP's fir
 GELU are one oneDNN call, the GELU applied to the fp32 sums before they are rounded to bf16 (torch's bf16
 tanh GELU alone took 267 us for the (128, 1024) activations there; the fused call 406 against 625 for the
 two; an MLP whose products are int8, ``streaming_model.linears``, keeps its own GELU). On that machine a
-chunk with float linears took 0.94x the time, one with int8 linears (as served there) 0.97x. With fp32
+chunk with float linears (as served there) took 0.94x the time, one with int8 linears 0.97x. With fp32
 arithmetic the plain attention was the slower (344 against 298 us), so ``auto`` (what sessions run unless
 told) chooses ``onednn`` only where the machine computes in bf16 (``precision.compute_dtype``).
 

@@ -1,5 +1,5 @@
-"""What the DiT blocks compute with: ``float`` (as trained) or ``int8`` (the fast path in fp32, and in bf16
-where the machine has no AMX).
+"""What the DiT blocks compute with: ``float`` (as trained) or ``int8`` (the fast path where the machine
+computes in fp32).
 
 ``int8`` is dynamic quantisation (``torch.ao.quantization.quantize_dynamic``, the fbgemm engine): weights
 stored as int8 with one scale per matrix, activations quantised on every call from their own range,
@@ -16,11 +16,13 @@ committed beside the next one in a fused pass). Integer products sum exactly in 
 outputs are then the same bit for bit however the chunks are grouped, as the float path's are.
 
 It is a speed switch: what it does to the picture is measured by ``onstage eval`` with ``linears=int8``,
-never assumed. ``auto`` (what sessions run unless told) chooses per machine: int8 where it was measured to
-pay. In fp32: 6 % of a chunk and 16 % of a lone session's cores on an AVX2 EPYC. In bf16 without AMX: its
-kernels read fp32, so every input is widened, but with the MLP's sums kept in fp32 between its products a
-chunk took 0.95-0.96x the float path's on an EPYC with AVX512-BF16 (both on ``kernels=onednn``). Float where
-the machine has AMX, whose bf16 products were not measured against it.
+never assumed. ``auto`` (what sessions run unless told) chooses per machine: int8 where the machine computes
+in fp32 (it paid there: 6 % of a chunk and 16 % of a lone session's cores on an AVX2 EPYC), float where it
+computes in bf16. There its kernels read fp32, so every input is widened; with the MLP's sums kept in fp32
+between its products a lone chunk took 0.96x the float path's on an EPYC with AVX512-BF16, but sessions
+batched together lost more than that (each chunk's tokens quantised alone, in a call of their own, where
+float products take the batch's rows in one): 8 gesture-only sessions there held real time with float
+linears and none with int8 (``benchmarks/capacity.py``).
 """
 
 from __future__ import annotations
@@ -54,14 +56,13 @@ def check_linears(linears: str) -> LinearsChoice:
 
 
 def chosen_linears(linears: str) -> Linears:
-    """What ``linears`` computes in on this machine: ``auto`` is ``int8`` where torch has the fbgemm engine
-    and the machine computes in fp32 or has no AMX, ``float`` elsewhere (``check_linears``' error for
-    anything else)."""
+    """What ``linears`` computes in on this machine: ``auto`` is ``int8`` where it computes in fp32 and
+    torch has the fbgemm engine, ``float`` elsewhere (``check_linears``' error for anything else)."""
     choice = check_linears(linears)
     if choice != "auto":
         return choice
-    paid = compute_dtype() == torch.float32 or not torch.cpu._is_amx_tile_supported()
-    return "int8" if paid and "fbgemm" in torch.backends.quantized.supported_engines else "float"
+    fp32 = compute_dtype() == torch.float32
+    return "int8" if fp32 and "fbgemm" in torch.backends.quantized.supported_engines else "float"
 
 
 QUANTISED = ("qkv", "proj", "mlp")

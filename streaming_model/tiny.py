@@ -118,7 +118,7 @@ class TinyBackend:
     ) -> None:
         """``max_batch``: the largest batch measured at warm-up; below 2 the backend does not batch.
         ``commit_pass``: ``fused`` (where ``fusing_is_exact``; else ``apart``) or ``apart``. ``linears``:
-        ``auto`` (int8 in fp32, and in bf16 without AMX), ``float`` or ``int8`` (``streaming_model.linears``;
+        ``auto`` (int8 where the machine computes in fp32), ``float`` or ``int8`` (``streaming_model.linears``;
         ``self.linears`` is what was chosen)."""
         if not 1 <= steps <= 64:
             raise ValueError(f"steps must be in [1, 64], got {steps}")

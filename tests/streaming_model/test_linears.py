@@ -117,18 +117,13 @@ INT8_KERNELS = "fbgemm" in torch.backends.quantized.supported_engines  # x86 bui
 
 
 @pytest.mark.parametrize(
-    ("computes_in", "amx", "chosen"),
-    [
-        (torch.float32, False, "int8" if INT8_KERNELS else "float"),
-        (torch.bfloat16, False, "int8" if INT8_KERNELS else "float"),
-        (torch.bfloat16, True, "float"),
-    ],
+    ("computes_in", "chosen"),
+    [(torch.float32, "int8" if INT8_KERNELS else "float"), (torch.bfloat16, "float")],
 )
-def test_auto_is_int8_in_fp32_and_in_bf16_without_amx(
-    monkeypatch: pytest.MonkeyPatch, computes_in: torch.dtype, amx: bool, chosen: str
+def test_auto_is_int8_where_the_machine_computes_in_fp32_and_float_where_in_bf16(
+    monkeypatch: pytest.MonkeyPatch, computes_in: torch.dtype, chosen: str
 ) -> None:
     monkeypatch.setattr(linears_module, "compute_dtype", lambda: computes_in)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     assert chosen_linears("auto") == chosen
     assert (chosen_linears("float"), chosen_linears("int8")) == ("float", "int8")  # asked for: as asked
 
