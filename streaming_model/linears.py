@@ -19,10 +19,10 @@ It is a speed switch: what it does to the picture is measured by ``onstage eval`
 never assumed. ``auto`` (what sessions run unless told) chooses per machine: int8 where the machine computes
 in fp32 (it paid there: 6 % of a chunk and 16 % of a lone session's cores on an AVX2 EPYC), float where it
 computes in bf16. There its kernels read fp32, so every input is widened; with the MLP's sums kept in fp32
-between its products a lone chunk took 0.96x the float path's on an EPYC with AVX512-BF16, but sessions
-batched together lost more than that (each chunk's tokens quantised alone, in a call of their own, where
-float products take the batch's rows in one): 8 gesture-only sessions there held real time with float
-linears and none with int8 (``benchmarks/capacity.py``).
+between its products a lone chunk took 0.96x the float path's on an EPYC with AVX512-BF16, but 8
+gesture-only sessions there held real time with float linears and none with int8 (``benchmarks/capacity.py``;
+likely the batches: each chunk's tokens are quantised alone, in a call of their own, where float products
+take the batch's rows in one).
 """
 
 from __future__ import annotations
