@@ -29,7 +29,7 @@ The paths, each its own session on the same script and seed:
   (``linears=auto``): the decoder's output layer in parity form (``streaming_model.upsample``);
 - ``1 step fused slim parity``: the same with float linears;
 - ``1 step fused slim parity onednn``, ``1 step int8 fused slim parity onednn``: both on ``kernels=onednn``
-  (``streaming_model.kernels``; every path above runs torch's kernels): the latter is a session as served
+  (``streaming_model.kernels``; every path above runs torch's kernels): the former is a session as served
   where the machine computes in bf16 (the line after the table names the served path);
 - ``naive``: today's chunk on the naive cache path (the upkeep comparison).
 The paths take turns chunk by chunk, so a change in the machine's load falls on all of them alike and
