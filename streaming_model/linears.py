@@ -109,11 +109,13 @@ class Int8Linear(nn.Module):
     """A dynamically quantised Linear that takes what a float one takes, tokens (..., T, w): each (T, w)
     matrix (one chunk's tokens) is quantised with its own scale. Its int8 kernels read fp32 only, so under
     bf16 autocast the input is widened and the output given back in bf16, as a Linear's would, unless
-    ``fp32_out`` (where what comes next reads fp32 anyway: the MLP's GELU and its second product)."""
+    ``fp32_out`` is set (``with_linears`` sets it where what comes next reads fp32 anyway: the MLP's GELU
+    and its second product)."""
 
-    def __init__(self, products: nn.Module, fp32_out: bool = False) -> None:
+    def __init__(self, products: nn.Module) -> None:
         super().__init__()
-        self.products, self.fp32_out = products, fp32_out
+        self.products = products
+        self.fp32_out = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x @ W.T + b with W in int8 and each chunk's x quantised from its own range."""
