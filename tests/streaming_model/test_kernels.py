@@ -1,6 +1,7 @@
-"""What the transformer's attention and MLP run on (``streaming_model.kernels``): ``onednn`` computes the
-same functions as torch's kernels (to float rounding), keeps a session's frames independent of what shares
-its passes, and is what sessions run where the machine computes in bf16."""
+"""What the transformer's attention and products run on (``streaming_model.kernels``): ``onednn`` computes
+the same functions as torch's kernels (to float rounding; its packed products bit for bit where sessions
+run it), keeps a session's frames independent of what shares its passes, and is what sessions run where the
+machine computes in bf16."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from streaming_model import kernels
 from streaming_model.codec import Codec
 from streaming_model.dit import Block, DiT
 from streaming_model.kernels import (
-    LinearGELU,
+    PackedLinear,
     chosen_kernels,
     plain_attention,
     with_kernels,
 )
-from streaming_model.linears import with_linears
+from streaming_model.linears import Int8Linear, with_linears
 from streaming_model.precision import compute_dtype, computing
 from streaming_model.runtime import Generator
 from tests.streaming_model.test_batched import batch_step, cond, twins
@@ -43,11 +44,11 @@ def test_the_fused_product_is_the_product_then_the_tanh_gelu() -> None:
     torch.manual_seed(0)
     linear, x = nn.Linear(256, 1024), torch.randn(2, 64, 256)
     expected = F.gelu(linear(x), approximate="tanh")
-    assert torch.allclose(LinearGELU(linear)(x), expected, atol=1e-5)
+    assert torch.allclose(PackedLinear(linear, gelu=True)(x), expected, atol=1e-5)
     # In bf16 it rounds once, after the GELU: no further from the fp32 result than the two ops apart.
     held = nn.Linear(256, 1024).to(torch.bfloat16)
     held.load_state_dict(linear.state_dict())
-    fused = (LinearGELU(held)(x).float() - expected).abs().max()
+    fused = (PackedLinear(held, gelu=True)(x).float() - expected).abs().max()
     apart = (F.gelu(held(x.bfloat16()), approximate="tanh").float() - expected).abs().max()
     assert fused <= apart
 
@@ -56,7 +57,7 @@ def test_the_fused_product_gives_a_chunk_the_same_bits_alone_and_beside_another(
     # Where sessions run it (bf16) a fused pass (two chunks) and a lone chunk must agree bit for bit; in
     # fp32 (only when asked for) the warm-up's batching check is what decides.
     torch.manual_seed(0)
-    layer, x = LinearGELU(nn.Linear(256, 1024)), torch.randn(128, 256)
+    layer, x = PackedLinear(nn.Linear(256, 1024), gelu=True), torch.randn(128, 256)
     with computing():
         alone, beside = layer(x[:64]), layer(x)[:64]
     if compute_dtype() == torch.bfloat16:
@@ -65,17 +66,38 @@ def test_the_fused_product_gives_a_chunk_the_same_bits_alone_and_beside_another(
         assert torch.allclose(alone, beside, atol=1e-6)
 
 
-def test_onednn_fuses_the_float_mlps_of_a_copy_and_leaves_int8_ones(tiny_models: tuple[DiT, Codec]) -> None:
+def test_a_packed_product_is_the_linear_layers_bit_for_bit_where_sessions_run_it() -> None:
+    torch.manual_seed(0)
+    linear, x = nn.Linear(256, 768), torch.randn(2, 64, 256)
+    held = nn.Linear(256, 768).to(compute_dtype())
+    held.load_state_dict(linear.state_dict())
+    with computing():
+        packed, plain = PackedLinear(held)(x), held(x)
+    assert packed.shape == plain.shape == (2, 64, 768)
+    if compute_dtype() == torch.bfloat16:
+        assert torch.equal(packed, plain)
+    else:
+        assert torch.allclose(packed, plain, atol=1e-5)
+
+
+def test_onednn_packs_every_float_product_of_a_copy_and_leaves_int8_ones(
+    tiny_models: tuple[DiT, Codec],
+) -> None:
     dit = tiny_models[0]
     assert with_kernels(dit, "torch") is dit
-    fused = with_kernels(dit, "onednn")
-    mlps = [[type(m) for m in b.mlp.children()] for b in cast("list[Block]", list(fused.blocks))]
-    assert mlps == [[LinearGELU, nn.Identity, nn.Linear]] * dit.cfg.depth
+    fast = with_kernels(dit, "onednn")
+    mlps = [[type(m) for m in b.mlp.children()] for b in cast("list[Block]", list(fast.blocks))]
+    assert mlps == [[PackedLinear, nn.Identity, PackedLinear]] * dit.cfg.depth
+    gelus = [m.gelu for m in fast.modules() if isinstance(m, PackedLinear)]
+    linears = [n for n, m in dit.named_modules() if type(m) is nn.Linear]
+    assert len(gelus) == len(linears) and sum(gelus) == dit.cfg.depth
+    assert not any(type(m) is nn.Linear for m in fast.modules())
     # the model given is left as it was
     assert sum(isinstance(m, nn.GELU) for m in dit.modules()) == dit.cfg.depth
-    assert not any(isinstance(m, LinearGELU) for m in dit.modules())
+    assert not any(isinstance(m, PackedLinear) for m in dit.modules())
     quantised = with_kernels(with_linears(dit, "int8"), "onednn")
-    assert not any(isinstance(m, LinearGELU) for m in quantised.modules())
+    assert not any(isinstance(m, PackedLinear) and m.gelu for m in quantised.modules())
+    assert sum(isinstance(m, Int8Linear) for m in quantised.modules()) == 4 * dit.cfg.depth
 
 
 def test_sessions_run_onednn_where_the_machine_computes_in_bf16(tiny_generator: Generator) -> None:
@@ -91,7 +113,7 @@ def test_an_onednn_session_attends_plainly_and_makes_torch_kernels_latents_to_ro
     fast, _ = pair(onednn_generator)
     slow, _ = pair(torch_kernels_generator)
     assert fast.cache.attention is plain_attention
-    assert any(isinstance(m, LinearGELU) for m in fast.dit.modules())
+    assert any(isinstance(m, PackedLinear) and m.gelu for m in fast.dit.modules())
     for i in range(4):
         a, b = fast.generate(cond(i)), slow.generate(cond(i))
         assert a is not None and b is not None

@@ -10,23 +10,21 @@ import torch
 from torch import nn
 
 from streaming_model.dit import DiT
-from streaming_model.kernels import LinearGELU
+from streaming_model.kernels import PackedLinear
 from streaming_model.linears import Int8Linear
 from streaming_model.precision import computing
 
 
 def rows_independent(dit: DiT, rows: int, tokens: int = 64) -> bool:
-    """Whether each Linear layer of ``dit`` (and each product fused with its GELU) gives its first ``tokens``
-    rows the same bits at ``rows`` rows as at ``tokens`` (random inputs, in the machine's compute format)."""
+    """Whether each Linear layer of ``dit`` (packed or not, with its GELU or without) gives its first
+    ``tokens`` rows the same bits at ``rows`` rows as at ``tokens`` (random inputs, in the machine's compute
+    format)."""
     gen = torch.Generator().manual_seed(0)
     with computing():
         for layer in dit.modules():
-            if type(layer) is nn.Linear:
-                x = torch.randn(rows, layer.in_features, generator=gen)
-            elif isinstance(layer, LinearGELU):
-                x = torch.randn(rows, layer.linear.in_features, generator=gen)
-            else:
+            if not (type(layer) is nn.Linear or isinstance(layer, PackedLinear)):
                 continue
+            x = torch.randn(rows, layer.in_features, generator=gen)
             if not torch.equal(layer(x)[:tokens], layer(x[:tokens])):
                 return False
     return True
