@@ -314,6 +314,15 @@ class LaneWorker:
         done = timed(finish, self.lane.finish_s)
         return self.call(lambda: self.producer.replace(cond, cancel, done, self.finish_times))
 
+    async def splice(
+        self, chunk: int, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """Chunk ``chunk`` again under ``cond`` (alone, ``Producer.splice``), the ones after it forgotten;
+        when cancelled, every chunk stands."""
+        done = timed(finish, self.lane.finish_s)
+        future = self.call(lambda: self.producer.splice(chunk, cond, cancel, done, self.finish_times))
+        return await asyncio.wrap_future(future)
+
     async def capture(self) -> SessionSnapshot | bytes:
         """The state now (every chunk produced), for the story store."""
         return await self._call(lambda: self.producer.capture())

@@ -3,6 +3,7 @@
     producer = Producer(session, manifest)
     jpegs = producer.produce(cond, cancel, encode, finish_times)   # the frames; the chunk is held
     jpegs = producer.replace(cond, cancel, encode, finish_times)   # the held chunk again, under cond
+    jpegs = producer.splice(k, cond, cancel, encode, finish_times) # chunk k again; the ones after it dropped
     producer.produce(...)                                          # commits the held chunk, then the next
     state = producer.capture()                                     # commits what is held first
 
@@ -104,6 +105,30 @@ class Producer:
         out = self.produce(cond, cancel, finish, finish_times)
         if out is None:
             self.session.restore(before)
+        return out
+
+    def splice(
+        self,
+        chunk: int,
+        cond: ChunkCondition,
+        cancel: threading.Event,
+        finish: Callable[[np.ndarray], T],
+        finish_times: deque[float],
+    ) -> T | None:
+        """Chunk ``chunk`` again, under ``cond``, and every chunk produced after it forgotten (the next
+        ``produce`` makes the one after it again): what a reaction shown in the unsent frames of a chunk
+        already playing needs. None, and every chunk as it was, when ``cancel`` was set before the new one
+        was denoised."""
+        dropped, self.held = self.held, None
+        back = self.session.index - chunk  # committed chunks to undo (none where it is the one held)
+        before = self.session.snapshot() if back else None
+        if back:
+            self.session.rollback(back)
+        out = self._generate(cond, cancel, finish, finish_times)
+        if out is None:
+            if before is not None:
+                self.session.restore(before)
+            self.held = dropped  # generated from the state restored
         return out
 
     def _generate(

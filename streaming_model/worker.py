@@ -139,6 +139,14 @@ class GeneratorWorker(Protocol):
         """The last produced chunk again under ``cond``; None (and that chunk as it was) if cancelled."""
         ...
 
+    async def splice(
+        self, chunk: int, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """Generator chunk ``chunk`` again under ``cond``, the chunks produced after it forgotten (``produce``
+        makes the next one again): a reaction shown in the frames of a chunk already playing. None, and every
+        chunk as it was, if cancelled or where the worker cannot splice."""
+        ...
+
     async def capture(self) -> SessionSnapshot | bytes:
         """The committed state now, for the story store."""
         ...
@@ -255,6 +263,13 @@ class ModelWorker:
         this is a plain regeneration); when cancelled, that chunk stands."""
         return await self._call(self._replace, cond, cancel, finish)
 
+    async def splice(
+        self, chunk: int, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """Chunk ``chunk`` again under ``cond``, the ones after it forgotten (``Producer.splice``); when
+        cancelled, every chunk stands."""
+        return await self._call(self._splice, chunk, cond, cancel, finish)
+
     async def rollback(self, k: int) -> None:
         """Forget the last k chunks produced."""
         await self._call(lambda: self.producer.rollback(k))
@@ -300,6 +315,12 @@ class ModelWorker:
     ) -> T | None:
         finish = timed(finish, self.callback_times)
         return self.producer.replace(cond, cancel, finish, self.finish_times)
+
+    def _splice(
+        self, chunk: int, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        finish = timed(finish, self.callback_times)
+        return self.producer.splice(chunk, cond, cancel, finish, self.finish_times)
 
     def _capture(self) -> SessionSnapshot | bytes:
         return self.producer.capture()

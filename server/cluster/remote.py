@@ -129,6 +129,13 @@ class RemoteWorker:
             self._since[self._index - 1] = cond
         return out
 
+    async def splice(
+        self, chunk: int, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> T | None:
+        """None: a cluster's slot does not splice (the state it last saved may hold the chunk a splice would
+        make again)."""
+        return None
+
     async def capture(self) -> bytes:
         """The committed state, as the backend's portable bytes."""
         result: bytes = await self._call(lambda slot: slot.capture.remote(self.key, self.pool.owner))

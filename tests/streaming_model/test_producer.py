@@ -103,3 +103,51 @@ def test_a_captured_state_holds_every_chunk_produced_and_a_replacement_after_it_
     assert again.index == 1
     made(again, NOD)
     assert np.array_equal(made(again, SIT), expected[2])
+
+
+def test_a_splice_makes_the_playing_chunk_again_and_forgets_the_one_made_after_it() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    made(p, NOD)  # chunk 2, held; chunk 1 (playing) is committed
+    spliced = p.splice(1, JUMP, threading.Event(), copy, deque())
+    assert (p.index, p.session.index) == (2, 1)  # the new chunk 1 is held, chunk 2 is gone
+    after = made(p, SIT)
+    expected = direct(backend.backend, [WAVE, JUMP, SIT])
+    assert spliced is not None and np.array_equal(spliced, expected[1])
+    assert np.array_equal(after, expected[2])
+
+
+def test_a_splice_reaches_back_past_a_chunk_already_committed_or_one_cancelled() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    p.settle()  # chunk 1 committed too (a capture): the splice of chunk 0 rolls two back
+    again = p.splice(0, JUMP, threading.Event(), copy, deque())
+    assert again is not None and np.array_equal(again, direct(backend.backend, [JUMP])[0])
+    cancelled = threading.Event()
+    cancelled.set()
+    assert p.produce(NOD, cancelled, copy, deque()) is None  # chunk 0 committed, nothing held
+    spliced = p.splice(0, SIT, threading.Event(), copy, deque())
+    assert spliced is not None and np.array_equal(spliced, direct(backend.backend, [SIT])[0])
+
+
+def test_a_cancelled_splice_leaves_every_chunk_as_it_was() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    cancelled = threading.Event()
+    cancelled.set()
+    assert p.splice(0, JUMP, cancelled, copy, deque()) is None
+    assert p.index == 2 and p.held is not None
+    after = made(p, SIT)
+    assert np.array_equal(after, direct(backend.backend, [WAVE, NOD, SIT])[2])
+
+
+def test_a_splice_of_the_held_chunk_itself_is_a_plain_regeneration() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    n = len(backend.calls)
+    spliced = p.splice(0, JUMP, threading.Event(), copy, deque())
+    assert calls_since(backend, n) == ["generate", "decode"]
+    assert spliced is not None and np.array_equal(spliced, direct(backend.backend, [JUMP])[0])
