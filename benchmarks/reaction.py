@@ -185,19 +185,23 @@ async def fire(
 
 
 @contextlib.asynccontextmanager
-async def session(url: str, seed: int) -> AsyncIterator[tuple[SessionClient, Microphone]]:
+async def session(url: str, seed: int, splice: bool) -> AsyncIterator[tuple[SessionClient, Microphone]]:
     async with SessionClient(url) as client:
-        await client.start(seed=seed)
+        started = await client.start(seed=seed, splice=splice)
+        if started.get("splices", False) != splice:
+            raise RuntimeError(
+                f"asked for splice={splice}, the session says splices={started.get('splices')}"
+            )
         async with Microphone(client) as mic:
             yield client, mic
     await asyncio.sleep(0.5)  # past the local server's resume grace: its session is gone before the next
 
 
 async def run_kind(
-    url: str, seed: int, kind: str, gap: int, audio: dict, waits: list[float]
+    url: str, seed: int, kind: str, gap: int, audio: dict, waits: list[float], splice: bool
 ) -> tuple[list[Trial], Received]:
     """A session with an input of ``kind`` per delay in ``waits``, the first after ``first_chunk``."""
-    async with session(url, seed) as (client, mic):
+    async with session(url, seed, splice) as (client, mic):
         trials = []
         first = first_chunk(clock_of(client))
         for i, wait in enumerate(waits):
@@ -210,7 +214,7 @@ async def run_kind(
 
 async def reference(url: str, seed: int, through_chunk: int) -> dict[tuple[int, int], bytes]:
     """Frames of a session with ``seed`` and nothing but silence in the microphone, by (chunk, frame)."""
-    async with session(url, seed) as (client, _):
+    async with session(url, seed, splice=False) as (client, _):  # with no input, nothing is spliced
         await last_frame_of(client, through_chunk)
     return {(f.header["chunk"], f.header["frame"]): f.jpeg for f in client.received.video}
 
@@ -253,10 +257,10 @@ def latency_table(trials: list[Trial]) -> list[str]:
     return lines
 
 
-async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -> None:
+async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str, splice: bool) -> None:
     audio = sounds()
     waits = delays(seed, rounds, phase)
-    results = {kind: await run_kind(url, seed, kind, gap, audio, waits) for kind in KINDS}
+    results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice) for kind in KINDS}
     firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
     first = min(t.after_chunk for t, _ in firsts.values())
     reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
@@ -270,7 +274,13 @@ async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str) -
     when = (
         "all at the worst moment" if phase == "worst" else "the first at the worst moment, the rest at random"
     )
-    print(f"## Reaction latency at the client (seed {seed}, {rounds} per kind, every {gap} chunks, {when})\n")
+    spliced = (
+        "spliced into the chunk playing" if splice else "not spliced: each shows from a chunk's first frame"
+    )
+    print(
+        f"## Reaction latency at the client (seed {seed}, {rounds} per kind, every {gap} chunks, {when}; "
+        f"reactions {spliced})\n"
+    )
     print("\n".join(latency_table(trials)))
     print(f"\n## Determinism: the first input of each kind, sent after chunk {first}, vs. no input\n")
     if unstable is None:
@@ -349,11 +359,11 @@ def voice_mouth_offset(received: Received, identity: int, fps: int, max_lag: int
     return f"{best * 1000 / fps:+.0f} ms (correlation r = {r:.2f} at that lag)"
 
 
-async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str) -> None:
+async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str, splice: bool) -> None:
     audio = sounds()
     trials: list[Trial] = []
     end = time.monotonic() + minutes * 60
-    async with session(url, seed) as (client, mic):
+    async with session(url, seed, splice) as (client, mic):
         clock = clock_of(client)
         waits = delays(seed, int(minutes * 60 / (gap * clock.chunk_s)) + 2, phase)
         chunk = first_chunk(clock)
@@ -384,10 +394,12 @@ resume_grace_s = 0.2
 async def main(args: argparse.Namespace) -> None:
     async with contextlib.AsyncExitStack() as stack:
         url = args.url or session_url(await stack.enter_async_context(served(SERVER_CONFIG)))
-        if args.minutes:
-            await long_run(url, args.seed, args.minutes, args.gap, args.phase)
-        else:
-            await reaction_run(url, args.seed, args.rounds, args.gap, args.phase)
+        splices = {"on": [True], "off": [False], "both": [True, False]}[args.splice]
+        for splice in splices:
+            if args.minutes:
+                await long_run(url, args.seed, args.minutes, args.gap, args.phase, splice)
+            else:
+                await reaction_run(url, args.seed, args.rounds, args.gap, args.phase, splice)
 
 
 if __name__ == "__main__":
@@ -410,5 +422,12 @@ if __name__ == "__main__":
         default="random",
         help="when inputs go in within a chunk: spread over it (after a first worst-moment input), or "
         "every one right after a chunk's last frame",
+    )
+    parser.add_argument(
+        "--splice",
+        choices=("on", "off", "both"),
+        default="on",
+        help="whether the sessions ask for reactions spliced into the chunk playing (session.start splice, "
+        "as the browser page does); both: a run of each, spliced first",
     )
     asyncio.run(main(parser.parse_args()))

@@ -344,7 +344,7 @@ class OnstageServer:
             raise self._no_slot(exc, msg.ref) from None
         finally:
             self._admitting -= 1
-        return await self._go_live(LiveSession(conductor, resume_token=token), started, msg.ref, outbox)
+        return await self._go_live(LiveSession(conductor, resume_token=token), started, msg, outbox)
 
     def _admit(self, ref: str | None) -> None:
         """Refuse, with a fatal ``rate_limited`` saying why, a session the server cannot keep real-time
@@ -360,12 +360,15 @@ class OnstageServer:
         return p.ProtocolError(p.ErrorCode.RATE_LIMITED, str(exc), ref, fatal=True)
 
     async def _go_live(
-        self, live: LiveSession, started: p.SessionStarted, ref: str | None, outbox: Connection
+        self, live: LiveSession, started: p.SessionStarted, msg: p.SessionStart, outbox: Connection
     ) -> LiveSession:
         self.sessions[live.conductor.session_id] = live
         live.outbox = outbox  # before any await: from here it holds its live slot
         self.stats.sessions_total += 1
-        started = msgspec.structs.replace(started, resume_token=live.resume_token, ref=ref)
+        splices = live.conductor.splice(msg.splice)
+        started = msgspec.structs.replace(
+            started, resume_token=live.resume_token, ref=msg.ref, splices=splices
+        )
         await outbox.put(p.encode_server(started), droppable=False)
         live.conductor.on_fatal = lambda task, exc: self._task_failed(live, task, exc)
         live.conductor.media.observer = self.metrics
@@ -424,7 +427,7 @@ class OnstageServer:
             if revived is not None:
                 started = self.factory.started_message(revived.session_id)
                 return await self._go_live(
-                    LiveSession(revived, msg.resume.resume_token), started, msg.ref, outbox
+                    LiveSession(revived, msg.resume.resume_token), started, msg, outbox
                 )
         if (
             live is None
@@ -448,6 +451,7 @@ class OnstageServer:
             self.factory.started_message(live.conductor.session_id),
             resume_token=live.resume_token,
             ref=msg.ref,
+            splices=live.conductor.splice(msg.splice),  # this connection's client, as it asks
         )
         await outbox.put(p.encode_server(started), droppable=False)
         live.adapter.reconnected()

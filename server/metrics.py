@@ -137,6 +137,12 @@ _CONDUCTOR_SERIES: tuple[_SessionSeries, ...] = (
         "Generated chunks regenerated before they were sent.",
         lambda s: s.conductor.replaced,
     ),
+    (
+        "counter",
+        "onstage_session_spliced",
+        "Chunks made again while they played: a reaction spliced into their frames not yet sent.",
+        lambda s: s.conductor.spliced,
+    ),
     ("counter", "onstage_session_chunks_sent", "Chunks sent.", lambda s: s.conductor.chunks_sent),
     (
         "counter",

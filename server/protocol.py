@@ -79,6 +79,9 @@ class SessionStart(ClientMessage, kw_only=True, tag="session.start"):
     story: str | None = None
     director: Literal["auto", "script", "llm", "none"] = "auto"
     resume: Resume | None = None
+    splice: bool = False
+    """The client reads ``reflects`` on every video frame: a reaction may show from a frame of the chunk
+    playing (see Splices in docs/protocol.md)."""
 
 
 class InputText(ClientMessage, kw_only=True, tag="input.text"):
@@ -297,6 +300,9 @@ class SessionStarted(ServerMessage, kw_only=True, tag="session.started"):
     audio_in_rate: int
     audio_out_rate: int
     capabilities: Capabilities
+    splices: bool = False
+    """Whether this connection's session splices reactions into the chunk playing (asked for with
+    ``session.start`` ``splice``, and the server and its generator can); left out when not."""
 
 
 class InputAccepted(ServerMessage, kw_only=True, tag="input.accepted"):

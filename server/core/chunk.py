@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.realizer import ChunkOutput
 from streaming_model.condition import ChunkCondition
@@ -24,6 +24,14 @@ class ReadyChunk:
     begun_at: float
     decided_at: float
     replaced: bool = False
+    spliced: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Frame -> the events whose effect first shows in that frame, where a splice (``MediaOut.splice``)
+    replaced the chunk's frames from there on while it played."""
+
+    def reflects_at(self, frame: int) -> tuple[str, ...]:
+        """The events whose effect first shows in ``frame`` of the chunk."""
+        first = self.reflects if frame == 0 else ()
+        return ordered(set(first) | set(self.spliced.get(frame, ()))) if frame in self.spliced else first
 
 
 def adopt(chunk: ReadyChunk, decision: ChunkOutput) -> ReadyChunk:

@@ -17,6 +17,16 @@ went out of the worker before its commit, which waits for the next chunk: a repl
 regeneration; with replacement off, the proposal is discarded and the event shows in the next chunk). A
 replacement that would be late is abandoned: the chunk already generated goes out on time, and the
 events of its decision are reflected by the next chunk. Only chunks nobody has seen are ever replaced.
+
+Splice (a session whose client reads ``reflects`` on every frame, ``splices``): an urgent event that
+comes while a chunk plays, and changes the decision of the chunk after it, shows from the first frame of
+the playing chunk that a regeneration can still reach: the generator makes the playing chunk again under
+the new decision (its voice and scene kept: its audio is already playing, and the scene changes between
+chunks) and forgets the chunk after it; the sender takes the new frames from there on, and the chunk after
+it is made again on the new one. So a reaction waits for the next frame a regeneration reaches, not for
+the next chunk. It is tried only where the chunk after it can still be made for its send
+(``ChunkSchedule.splice_from``); a splice still denoising when that stops being so is abandoned, and
+every chunk stands.
 """
 
 from __future__ import annotations
@@ -27,11 +37,14 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from agent.handover import Handover
 from agent.story.player import StoryPlayer
 from events.bus import EventBus
 from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
+from server.core.media_out import MediaOut
 from server.core.schedule import ChunkSchedule
 from server.core.urgent import Urgent, UrgentInputs
 from server.media import encode_frames
@@ -54,6 +67,7 @@ class ChunkMaker:
         decider: Decider,
         urgent: UrgentInputs,
         bus: EventBus,
+        media: MediaOut,
         *,
         handover: Handover | None,
         story: Callable[[], StoryPlayer | None],
@@ -66,6 +80,7 @@ class ChunkMaker:
         self.decider = decider
         self.urgent = urgent
         self.bus = bus
+        self.media = media
         self._handover = handover
         self._story = story
         self._encode = functools.partial(encode_frames, quality=jpeg_quality)
@@ -75,8 +90,12 @@ class ChunkMaker:
         # Redirecting a chunk in flight needs a cancel that stops it mid-chunk; without one, an urgent event
         # waits for the chunk to finish and then replaces it (or shows in the next chunk).
         self.redirects_in_flight = redirect and worker.manifest.capabilities.interrupt in ("block", "step")
+        self.splices = False
+        """Whether a reaction may show in the unsent frames of the chunk playing (the session's client reads
+        ``reflects`` on every frame, and chunks are replaced)."""
         self.redirects = 0
         self.replaced = 0  # generated chunks regenerated before they were sent
+        self.spliced = 0  # chunks made again while they played
         self._carry: set[str] = set()
 
     async def replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
@@ -88,6 +107,10 @@ class ChunkMaker:
                 continue
             if redo.out is None:
                 chunk = adopt(chunk, redo.decision)
+                continue
+            shown = await self._splice(chunk, redo)
+            if shown is not None:
+                chunk = await self._remake(chunk, redo, shown)
                 continue
             chunk, done = await self._replace(chunk, redo)
             if not done:
@@ -122,12 +145,21 @@ class ChunkMaker:
         if jpegs is None:
             return None
         schedule.chunk_times.append(schedule.now() - started)
+        return self._made_again(chunk, redo, jpegs, ())
+
+    def _made_again(
+        self, chunk: ReadyChunk, redo: Redecision, jpegs: list[bytes], shown: tuple[str, ...]
+    ) -> ReadyChunk:
+        """``chunk`` generated again under ``redo`` as ``jpegs``: it reflects its own events and the
+        re-decision's, but for those a splice already ``shown``."""
+        assert redo.out is not None
+        reflects = (set(chunk.reflects) | set(redo.decision.reflects)) - set(shown)
         return ReadyChunk(
             chunk.index,
             chunk.gen_chunk,
             jpegs,
-            ordered(set(chunk.reflects) | set(redo.decision.reflects)),
-            schedule.now(),
+            ordered(reflects),
+            self.schedule.now(),
             redo.decision,
             redo.out.condition,
             chunk.begun_at,
@@ -135,18 +167,62 @@ class ChunkMaker:
             replaced=True,
         )
 
+    async def _splice(self, chunk: ReadyChunk, redo: Redecision) -> tuple[str, ...] | None:
+        """Show ``redo`` (the new decision of ``chunk``) in the chunk playing before it, from its first
+        frame that a regeneration still reaches: the events shown (none when the frames came too late to
+        show), after which the generator has forgotten ``chunk``, to be made again on the new one; None when
+        no splice fits or it was abandoned (nothing changed)."""
+        playing = self.media.handed
+        if not self.splices or playing is None or redo.out is None:
+            return None
+        if (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
+            return None  # not the chunk just before (a story rewind came between them)
+        unsent = self.media.unsent(playing)
+        frames = len(playing.jpegs)
+        if unsent is None or self.schedule.splice_from(playing.index, unsent, frames) is None:
+            return None
+        was = playing.condition
+        condition = msgspec.structs.replace(
+            redo.out.condition, speaking=was.speaking, audio=was.audio, scene=was.scene
+        )
+        cancel = Cancel()
+        timer = self.schedule.clock.call_at(self.schedule.splice_deadline(playing.index, frames), cancel.set)
+        try:
+            jpegs = await self.worker.splice(playing.gen_chunk, condition, cancel, self._encode)
+        finally:
+            timer.cancel()
+        if jpegs is None:
+            return None
+        self.spliced += 1
+        reflects = ordered(set(redo.decision.reflects))
+        return reflects if self.media.splice(playing, jpegs, condition, reflects) is not None else ()
+
+    async def _remake(self, chunk: ReadyChunk, redo: Redecision, shown: tuple[str, ...]) -> ReadyChunk:
+        """``chunk`` made again under ``redo`` after a splice into the chunk before it (the generator forgot
+        it): however long that takes, since it has to be sent."""
+        assert redo.out is not None
+        started = self.schedule.now()
+        await self._keep_minds()
+        jpegs = await self.worker.produce(redo.out.condition, Cancel(), self._encode)
+        assert jpegs is not None  # never cancelled
+        self.schedule.chunk_times.append(self.schedule.now() - started - self._last_commit_s())
+        return self._made_again(chunk, redo, jpegs, shown)
+
     async def make(self, k: int, m: int) -> ReadyChunk:
         """Generate chunk k (media chunk m) under the decider's decision, redirecting it while in flight
         when urgent events allow."""
         schedule = self.schedule
         begun = schedule.now()
-        self.urgent.drain()  # what arrived since the last chunk is already in this decision
+        arrived = self.urgent.drain()  # what arrived since the last chunk is already in this decision
         with schedule.deciding(m) as overdue:
             decided = await self.decider.decide(k, m, overdue)
         # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
         chunk = ReadyChunk(m, k, [], (), 0.0, decided.decision, decided.out.condition, begun, schedule.now())
         reflects = set(decided.decision.reflects) | self._carry
         self._carry = set()
+        shown: set[str] = set()  # events a splice showed in the chunk before
+        if arrived & set(decided.decision.reflects):  # they came after the chunk before was handed over
+            shown |= set(await self._splice(chunk, Redecision(decided.decision, decided.out)) or ())
         started = schedule.now()
         committing = 0.0  # the commit of the chunk before, which a regeneration of this one does not repeat
         late: Redecision | None = None  # a new decision that came after the denoising had finished
@@ -162,12 +238,18 @@ class ChunkMaker:
             cancel.set()
             jpegs = await job
             committing += self._last_commit_s()
+            assert redo.out is not None
+            spliced = await self._splice(chunk, redo)
+            if spliced is not None:  # shown in the chunk playing; this one is made again on it
+                chunk.decision, chunk.condition = redo.decision, redo.out.condition
+                reflects |= set(redo.decision.reflects)
+                shown |= set(spliced)
+                continue
             if jpegs is not None:
                 # It finished before it saw the flag (the flag is read between denoising steps, and decoding
                 # takes about half the chunk time): the chunk is generated, so it may still be replaced.
                 late = redo
                 break
-            assert redo.out is not None
             chunk.decision, chunk.condition = redo.decision, redo.out.condition
             reflects |= set(redo.decision.reflects)
             self.redirects += 1
@@ -175,7 +257,7 @@ class ChunkMaker:
         schedule.chunk_times.append(schedule.now() - started - committing)
         chunk.jpegs, chunk.ready_at = jpegs, schedule.now()
         schedule.made_times.append(chunk.ready_at - chunk.decided_at)
-        chunk.reflects = ordered(reflects)
+        chunk.reflects = ordered(reflects - shown)
         if late is not None:
             chunk, _ = await self._replace(chunk, late)
         return chunk

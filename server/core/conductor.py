@@ -75,6 +75,9 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     times the typical chunk time."""
     jpeg_quality: int = 85
     metrics_every_s: float = 1.0
+    splice: bool = True
+    """Splice a reaction into the unsent frames of the chunk playing, for a client that asks
+    (``Conductor.splice``; ``server.core.chunk_maker``)."""
     aligned: bool = False
     """Send chunks on a grid of whole chunks every aligned session of the process shares
     (``ChunkSchedule``): their chunks fall due together, so a batching generator makes one batch of them.
@@ -167,12 +170,25 @@ class Conductor:
             self.decider,
             self.urgent,
             self.bus,
+            self.media,
             handover=self._handover,
             story=lambda: self.story,
             jpeg_quality=self.config.jpeg_quality,
             replaces=self.replaces,
             redirect=self.config.redirect,
         )
+
+    def splice(self, asked: bool) -> bool:
+        """Splice reactions into the chunk playing from now on where the client ``asked`` (it reads
+        ``reflects`` on every frame), the server allows it (``ConductorConfig.splice``) and chunks are
+        replaced (a splice makes the chunk playing again); whether it does."""
+        self.maker.splices = asked and self.config.splice and self.replaces
+        return self.maker.splices
+
+    @property
+    def spliced(self) -> int:
+        """Chunks made again while they played (a reaction spliced into them)."""
+        return self.maker.spliced
 
     @property
     def chunks_sent(self) -> int:
@@ -389,7 +405,7 @@ class Conductor:
                         # be ready any more, so it begins now, with a regeneration's time more for a slow
                         # making (a core stolen or shared). An input that comes meanwhile redirects it.
                         start_at = min(start_at, schedule.now())
-                self.media.ready.put_nowait(staged)
+                self.media.hand(staged)
             await schedule.clock.sleep_until(start_at)
             staged = await self.maker.make(self._k, self._m)
             self._k += 1

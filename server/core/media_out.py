@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from events.tracing import AUDIO_SENT, SENT, SPEECH_END, Tracer
-from server.core.chunk import ReadyChunk
+from server.core.chunk import ReadyChunk, ordered
 from server.core.lipsync import LipSync
 from server.core.outputs import AudioOut, Figures, Observer, Output, SceneChanged, VideoOut
 from server.core.schedule import ChunkSchedule
 from server.media import pcm16
 from server.speech import SpeechPlayer
 from server.voice import loudness
+from streaming_model.condition import ChunkCondition
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,39 @@ class MediaOut:
         self._scene: dict[str, str] = {}
         """The scene of the last chunk sent (part -> choice; a part not named is at its default)."""
         self._retell = False
+        self.playing: ReadyChunk | None = None
+        """The chunk being sent (its last frame may be out)."""
+        self.handed: ReadyChunk | None = None
+        """The chunk handed over last (``hand``): playing, or waiting for its first frame's time."""
+
+    def hand(self, chunk: ReadyChunk) -> None:
+        """Send ``chunk`` after the chunks handed before it."""
+        self.handed = chunk
+        self.ready.put_nowait(chunk)
+
+    def unsent(self, chunk: ReadyChunk) -> int | None:
+        """The first frame of ``chunk`` (handed over) not yet sent: 0 while it waits for its turn; None once
+        all of its frames are out."""
+        if chunk is not self.playing:
+            return 0 if chunk is self.handed else None
+        first = self.schedule.media.first_frame(chunk.index)
+        frame = max(0, self.last_frame + 1 - first)
+        return frame if frame < len(chunk.jpegs) else None
+
+    def splice(
+        self, chunk: ReadyChunk, jpegs: list[bytes], condition: ChunkCondition, reflects: tuple[str, ...]
+    ) -> int | None:
+        """Send ``jpegs`` (``chunk``, handed over, made again under ``condition``) instead of its frames not
+        yet sent, the first of them reflecting ``reflects``: that frame, or None (nothing changed) once every
+        frame of it is out."""
+        frame = self.unsent(chunk)
+        if frame is None:
+            return None
+        # In place: the sender reads each frame of the chunk as it sends it.
+        chunk.jpegs = chunk.jpegs[:frame] + jpegs[frame:]
+        chunk.condition = condition
+        chunk.spliced[frame] = ordered(set(chunk.spliced.get(frame, ())) | set(reflects))
+        return frame
 
     def retell(self) -> None:
         """A new connection: before the next frame sent, tell the scene it shows if it names any part (the
@@ -66,20 +100,21 @@ class MediaOut:
     async def run(self) -> None:
         """Send chunks as they become ready, forever."""
         while True:
-            chunk = await self.ready.get()
+            chunk = self.playing = await self.ready.get()
             self._count(chunk)
             media = self.schedule.media
-            for i, jpeg in enumerate(chunk.jpegs):
+            for i in range(len(chunk.jpegs)):
                 frame = media.first_frame(chunk.index) + i
                 await self.schedule.clock.sleep_until(self.schedule.frame_at(frame))
                 self.last_frame = frame
+                jpeg = chunk.jpegs[i]  # read now: a splice may have replaced the frames not yet sent
                 pts = media.pts_ms(frame)
                 await self._tell_scene(chunk, i == 0)
                 cause = self.player.cause  # before the slice: the last one ends the speech
                 audio = self.player.slice(frame)
                 await self._out(AudioOut(pts_ms=pts, pcm=pcm16(audio), samples=audio.size))
                 self._lip_sync(chunk.condition.voice[i], audio)
-                reflects = chunk.reflects if i == 0 else ()
+                reflects = chunk.reflects_at(i)
                 video = VideoOut(
                     chunk=chunk.index,
                     frame=i,

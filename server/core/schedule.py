@@ -217,6 +217,23 @@ class ChunkSchedule:
         finally:
             timer.cancel()
 
+    def splice_from(self, m: int, unsent: int, frames: int) -> int | None:
+        """The first frame of media chunk ``m`` (handed over, its frames from ``unsent`` on not yet sent, of
+        ``frames``) that a typical regeneration started now would be ready for, where the chunk after it
+        can then still be made again for its send (``making_s``); None where none can. No margin: a splice
+        that comes late shows from the frame after (``MediaOut.splice``)."""
+        ready = self.clock.time() + self.typical()
+        if not self.redirect or ready + self.making_s() > self.send_at(m + 1):
+            return None
+        first = self.media.first_frame(m)
+        return next((f for f in range(unsent, frames) if self.frame_at(first + f) >= ready), None)
+
+    def splice_deadline(self, m: int, frames: int) -> float:
+        """When a splice into media chunk ``m`` (of ``frames``) still denoising is abandoned: when it could
+        no longer be finished for the chunk's last frame, or the chunk after it made for its send."""
+        last = self.frame_at(self.media.first_frame(m) + frames - 1) - self.finish_s() - FINISH_SLACK_S
+        return min(last, self.send_at(m + 1) - self.making_s() - self.finish_s())
+
     def replace_deadline(self, m: int) -> float:
         """When a replacement of media chunk ``m`` still denoising is abandoned."""
         return self.send_at(m) - self.finish_s() - FINISH_SLACK_S

@@ -105,9 +105,12 @@ class UrgentInputs:
         if isinstance(event, SpeechStarted) and self.player.speaking:
             self._cut_voice()  # the user talks over the character
 
-    def drain(self) -> None:
-        """Take every urgent input queued (the next decision sees them all)."""
+    def drain(self) -> set[str]:
+        """Take every urgent input queued (the next decision sees them all): their event ids."""
         assert self._urgent is not None
         self._voice_ready.clear()
+        taken = set()
         while (event := self._urgent.get_nowait()) is not None:
             self.take(event)
+            taken.add(event.id)
+        return taken

@@ -86,6 +86,7 @@ function onAudio(header, payload) {
 function onMessage(message) {
   switch (message.type) {
     case "video.chunk": // WebRTC: what the chunk's first frame header would say
+    case "video.splice": // WebRTC: what a later frame's header says when a reaction shows from it
       if (message.reflects.length) state.reflecting.push(message);
       break;
     case "rtc.video_clock":
@@ -191,7 +192,8 @@ function renderStory(story) {
 }
 
 function startMessage(params) {
-  const start = { type: "session.start" };
+  // splice: this page reads reflects on every frame, so a reaction may show mid-chunk (docs/protocol.md).
+  const start = { type: "session.start", splice: true };
   for (const key of ["character", "plan", "story", "director"]) if (params.get(key)) start[key] = params.get(key);
   if (params.get("seed")) start.seed = Number(params.get("seed"));
   return start;

@@ -6,7 +6,8 @@ local monotonic time it arrived, in the shape ``server.client.Received`` has, so
 run over either transport. A video frame's header is rebuilt from the data channel: its ``pts_ms`` from
 its RTP timestamp (aiortc hands frames on with timestamps counted from the first frame it received, which
 on a loss-free path is the first frame sent, the one ``rtc.video_clock`` names), its ``chunk``, ``frame``
-and ``reflects`` from the ``video.chunk`` messages.
+and ``reflects`` from the ``video.chunk`` messages (and ``video.splice``, for a later frame that reflects
+an input, where the session splices: a ``video.splice`` that comes after its frame was placed is missed).
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class RtcSessionClient(ReceivingClient):
         self.channel: RTCDataChannel | None = None
         self.video_clock: dict[str, Any] | None = None
         self._chunks: list[dict[str, Any]] = []  # video.chunk messages, in order
+        self._splices: dict[tuple[int, int], list[str]] = {}  # (chunk, frame) -> a video.splice's reflects
         self._unplaced: list[tuple[int, np.ndarray, float]] = []  # frames before their header is known
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -194,6 +196,8 @@ class RtcSessionClient(ReceivingClient):
         message = json.loads(data)
         if message.get("type") == "video.chunk":
             self._chunks.append(message)
+        elif message.get("type") == "video.splice":
+            self._splices[(message["chunk"], message["frame"])] = message["reflects"]
         elif message.get("type") == "rtc.video_clock":
             self.video_clock = message
         elif message.get("type") == "session.started":
@@ -217,7 +221,9 @@ class RtcSessionClient(ReceivingClient):
                 "chunk": chunk["chunk"],
                 "frame": index,
                 "pts_ms": pts_ms,
-                "reflects": chunk["reflects"] if index == 0 else [],
+                "reflects": chunk["reflects"]
+                if index == 0
+                else self._splices.get((chunk["chunk"], index), []),
                 "gen_chunk": chunk["gen_chunk"],
             }
             self._unplaced.pop(0)

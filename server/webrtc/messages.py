@@ -2,7 +2,8 @@
 
 Over a WebSocket every video frame carries its header (``chunk``, ``pts_ms``, ``reflects``...); a video
 track carries pictures and RTP timestamps only. So the data channel says, for each chunk, what its first
-frame's header would have said, and once, how RTP timestamps relate to ``pts_ms``.
+frame's header would have said (and for a later frame that reflects an input, what its header would have
+said), and once, how RTP timestamps relate to ``pts_ms``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,28 @@ class VideoChunk(RtcMessage, kw_only=True, tag="video.chunk"):
     def of(cls, frame: VideoOut) -> VideoChunk:
         return cls(
             chunk=frame.chunk, gen_chunk=frame.gen_chunk, pts_ms=frame.pts_ms, reflects=list(frame.reflects)
+        )
+
+
+class VideoSplice(RtcMessage, kw_only=True, tag="video.splice"):
+    """The frame at ``pts_ms`` (frame ``frame`` of chunk ``chunk``, not its first) goes onto the track and
+    is the first to reflect ``reflects``: a reaction spliced into the chunk playing (a session whose
+    ``session.start`` asked for ``splice``)."""
+
+    chunk: int
+    frame: int
+    gen_chunk: int
+    pts_ms: float
+    reflects: list[str]
+
+    @classmethod
+    def of(cls, frame: VideoOut) -> VideoSplice:
+        return cls(
+            chunk=frame.chunk,
+            frame=frame.frame,
+            gen_chunk=frame.gen_chunk,
+            pts_ms=frame.pts_ms,
+            reflects=list(frame.reflects),
         )
 
 

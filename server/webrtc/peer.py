@@ -138,10 +138,13 @@ class RtcConnection:
         async def send(item: Output) -> None:
             match item:
                 case VideoOut():
-                    if item.frame == 0:
+                    if item.frame == 0 or item.reflects:
+                        told = (
+                            messages.VideoChunk.of(item) if item.frame == 0 else messages.VideoSplice.of(item)
+                        )
                         if self._open():
-                            await self.put(messages.encode(messages.VideoChunk.of(item)), droppable=False)
-                        else:  # the chunk's message is what tells its inputs' outcome
+                            await self.put(messages.encode(told), droppable=False)
+                        else:  # the frame's message is what tells its inputs' outcome
                             self._unsent.extend(item.reflects)
                     await self._tell_clock()
                     self.video.put(item)

@@ -151,6 +151,30 @@ async def test_a_gesture_on_the_data_channel_is_accepted_and_a_received_frame_re
         )
 
 
+async def test_a_spliced_reaction_is_told_on_the_data_channel_for_the_frame_it_shows_from(base: str) -> None:
+    async with RtcSessionClient(base) as client:
+        started = await client.start(seed=5, director="none", splice=True)
+        assert started.get("splices") is True
+        await client.wait_frame(lambda f: f.header["chunk"] >= 2, timeout=30)
+        for i in range(8):  # each as a chunk begins, until one shows mid-chunk (the machine's speed decides)
+            chunk = client.received.video[-1].header["chunk"] + 2
+            await client.wait_frame(lambda f, c=chunk: f.header["chunk"] >= c, timeout=10)
+            await client.send({"type": "input.gesture", "gesture": "wave", "ref": f"s{i}"})
+            accepted = await client.wait_type("input.accepted", ref=f"s{i}")
+            frame = await client.wait_frame(
+                lambda f, e=accepted["event_id"]: e in f.header["reflects"], timeout=10
+            )
+            if frame.header["frame"] > 0:
+                break
+        splices = client.received.of_type("video.splice")
+    if splices:  # a frame's header says what its video.splice said
+        (told,) = [m for m in splices if accepted["event_id"] in m["reflects"]]
+        assert (told["chunk"], told["frame"]) == (frame.header["chunk"], frame.header["frame"])
+        assert told["frame"] > 0
+    else:
+        assert frame.header["frame"] == 0
+
+
 async def test_every_protocol_rule_holds_on_the_data_channel(base: str) -> None:
     async with RtcSessionClient(base) as client:
         await client.send({"type": "ping", "ref": "early"})

@@ -168,3 +168,31 @@ def test_a_decision_may_wait_until_what_95_percent_of_recent_chunks_took_from_de
     assert 0.1 < s.making_s() < 0.6
     assert s.decide_by(2) == pytest.approx(s.send_at(2) - s.making_s())
     assert s.decide_by(2) < s.send_at(2) - s.typical() * s.redirect_margin
+
+
+def test_a_splice_reaches_the_first_unsent_frame_a_regeneration_is_ready_for_while_the_next_chunk_fits() -> (
+    None
+):
+    clock = VirtualClock(100.0)
+    s = schedule(clock)
+    s.begin(0.0)
+    s.chunk_times.extend([0.1] * 5)  # a regeneration takes 100 ms (a late one shows a frame later)
+    s.made_times.extend([0.2] * 5)  # making the chunk after it again: 200 ms
+    clock.advance(s.send_at(3) + 0.5 * MEDIA.frame_s)  # chunk 3 playing (62.5 ms frames): frame 0 out
+    # Ready 100 ms on: frame 3 (187.5 ms after the send) is the first it reaches, though frame 1 is unsent.
+    assert s.splice_from(3, 1, 12) == 3
+    assert s.splice_from(3, 5, 12) == 5  # frames sent meanwhile are never spliced
+    # The deadline leaves the chunk after it its making and finishing.
+    assert s.splice_deadline(3, 12) == pytest.approx(s.send_at(4) - 0.2 - s.finish_s())
+    # Too late in the chunk: the chunk after it could no longer be made again for its send.
+    clock.advance(s.send_at(4) - 0.25)
+    assert s.splice_from(3, 9, 12) is None
+
+
+def test_nothing_is_spliced_without_redirects() -> None:
+    clock = VirtualClock(100.0)
+    s = ChunkSchedule(
+        MEDIA, lead_chunks=1.0, redirect=False, redirect_margin=1.25, finish_times=deque(), clock=clock
+    )
+    s.begin(0.0)
+    assert s.splice_from(0, 1, 12) is None
