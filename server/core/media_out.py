@@ -2,7 +2,8 @@
 character's audio, and what that shows of the session (frame rate, on-time share, reaction times, the
 audio-to-mouth offset, voice-to-voice latency); before a chunk whose scene changes, the scene it shows. It
 traces the first frame reflecting each input (``SENT``) and the first audible sample of the speech answering
-one (``AUDIO_SENT``)."""
+one (``AUDIO_SENT``). A chunk's frames are read as they are sent, so a splice (``splice``) can replace those
+of the chunk playing that are not out yet."""
 
 from __future__ import annotations
 
