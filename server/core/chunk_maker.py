@@ -214,9 +214,6 @@ class ChunkMaker:
         schedule = self.schedule
         begun = schedule.now()
         arrived = self.urgent.drain()  # what arrived since the last chunk is already in this decision
-        if arrived:  # once the reactive minds have answered it, or it would wait for the decision after
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
         with schedule.deciding(m) as overdue:
             decided = await self.decider.decide(k, m, overdue)
         # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
