@@ -250,6 +250,7 @@ class LaneWorker:
         self._closed = False
 
     hands_over = False
+    splices = True
     """No other front end can take over a session in this process."""
 
     def keep(self, notes: Mapping[str, bytes]) -> None:

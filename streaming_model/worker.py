@@ -139,6 +139,11 @@ class GeneratorWorker(Protocol):
         """The last produced chunk again under ``cond``; None (and that chunk as it was) if cancelled."""
         ...
 
+    @property
+    def splices(self) -> bool:
+        """Whether ``splice`` can make a chunk again at all (where it cannot, it always declines)."""
+        ...
+
     async def splice(
         self, chunk: int, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:
@@ -212,6 +217,7 @@ class ModelWorker:
         self._closed = False
 
     hands_over = False
+    splices = True
     """No other front end can take over a session in this process."""
 
     def keep(self, notes: Mapping[str, bytes]) -> None:

@@ -129,6 +129,9 @@ class RemoteWorker:
             self._since[self._index - 1] = cond
         return out
 
+    splices = False
+    """A cluster's slot does not splice (``splice``)."""
+
     async def splice(
         self, chunk: int, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
     ) -> T | None:

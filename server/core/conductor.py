@@ -180,9 +180,10 @@ class Conductor:
 
     def splice(self, asked: bool) -> bool:
         """Splice reactions into the chunk playing from now on where the client ``asked`` (it reads
-        ``reflects`` on every frame), the server allows it (``ConductorConfig.splice``) and chunks are
-        replaced (a splice makes the chunk playing again); whether it does."""
-        self.maker.splices = asked and self.config.splice and self.replaces
+        ``reflects`` on every frame), the server allows it (``ConductorConfig.splice``), chunks are
+        replaced and the worker can make the chunk playing again (``GeneratorWorker.splices``); whether it
+        does."""
+        self.maker.splices = asked and self.config.splice and self.replaces and self.worker.splices
         return self.maker.splices
 
     @property

@@ -102,3 +102,10 @@ async def test_an_input_that_comes_after_a_chunk_is_handed_over_shows_from_its_n
     # Frames 0 and 1 (62.5 ms apart) are out when the next chunk starts, 75 ms after the first.
     assert [(v.chunk, v.frame) for v in frames if wave.id in v.reflects] == [(PLAYING, 2)]
     assert session.core.spliced == 1
+
+
+async def test_a_worker_that_cannot_splice_gets_no_splices(world_factory: SessionFactory) -> None:
+    # As a cluster's slots (server.cluster.remote.RemoteWorker.splices): session.started then says nothing.
+    async with stepped_session(world_factory, "no-splice", replace=True, lead=LEAD) as session:
+        session.core.worker.splices = False  # type: ignore[misc]  # a ModelWorker's class attribute
+        assert not session.core.splice(True)
