@@ -56,5 +56,7 @@ async def test_a_stall_is_logged_once_with_the_call_that_held_the_loop(
     # own, a garbage collection say: those name something else.)
     (report,) = [r for r in reports if "_hold_the_loop" in r]
     assert report.startswith("event loop held")
+    # The report's marker was posted at most one beat (after_s) into the hold, by a thread a loaded machine
+    # may wake late: the time it names is past the stall threshold, not necessarily near the whole hold.
     held_ms = float(report.split("held ")[1].split(" ms")[0])
-    assert held_ms >= 1000 * (HOLD_S - 0.1)
+    assert held_ms >= 1000 * reporter.after_s
