@@ -4,6 +4,7 @@ N = 1, 2, ... until one of them falls below real time.
     .venv/bin/python benchmarks/capacity.py --mix gestures                   # N = 1, 2, ... to the first failure
     .venv/bin/python benchmarks/capacity.py --mix talking --sizes 4 5 6      # these N only, each of them
     .venv/bin/python benchmarks/capacity.py --admission served --sizes 1 2 3 4   # where admission stops
+    .venv/bin/python benchmarks/capacity.py --splice --sizes 4 6    # clients that ask for splices, as the page
     .venv/bin/python benchmarks/capacity.py --mix gestures --server-toml 'batching = "off"' \
         --candidate-server-toml '' --candidate-server-toml 'backend_options = {steps = "1"}'
 
@@ -202,7 +203,8 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
             s = Session(i, client)
             director = "llm" if args.mix == "talking" else "script"
             try:
-                s.session_id = (await client.start(seed=args.seed + i, director=director))["session_id"]
+                started = await client.start(seed=args.seed + i, director=director, splice=args.splice)
+                s.session_id = started["session_id"]
             except RuntimeError as refused:  # admission judged one more session would not keep real time
                 stop.set()
                 await asyncio.gather(*drivers, return_exceptions=True)
@@ -345,7 +347,8 @@ resume_grace_s = 0.2
                 break
     for name, rs in zip(names, rounds, strict=True):
         print(
-            f"## {args.mix}: N sessions at once (server: {name}; {args.settle:g} s settling, "
+            f"## {args.mix}{', spliced' if args.splice else ''}: N sessions at once (server: {name}; "
+            f"{args.settle:g} s settling, "
             f"{args.seconds:g} s measured per N; seed {args.seed}; configurations in turn per N; load "
             f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)\n"
         )
@@ -378,6 +381,12 @@ if __name__ == "__main__":
         choices=("lifted", "served"),
         default="lifted",
         help="lift admission as far as it goes (default), or keep the served defaults",
+    )
+    parser.add_argument(
+        "--splice",
+        action="store_true",
+        help="the clients ask for reactions spliced into the chunk playing (session.start splice), as the "
+        "browser page does: each spliced reaction makes one more chunk, alone",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fps", type=float, default=24.0)
