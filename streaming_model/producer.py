@@ -97,15 +97,9 @@ class Producer:
     ) -> T | None:
         """The last produced chunk again, under ``cond``; None, and that chunk as it was, when ``cancel`` was
         set before the new one was denoised. The held chunk is simply generated again; a chunk already
-        committed (captured since) is rolled back first and restored if the replacement is abandoned."""
-        if self.held is not None:
-            return self._generate(cond, cancel, finish, finish_times)
-        before = self.session.snapshot()
-        self.session.rollback(1)
-        out = self.produce(cond, cancel, finish, finish_times)
-        if out is None:
-            self.session.restore(before)
-        return out
+        committed (captured since) is rolled back first and restored if the replacement is abandoned
+        (``splice`` of the last chunk)."""
+        return self.splice(self.index - 1, cond, cancel, finish, finish_times)
 
     def splice(
         self,
