@@ -97,13 +97,12 @@ class PackedLinear(nn.Module):
         self.weight = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), _ROWS)
         self.bias = None if linear.bias is None else linear.bias.detach()
         self.gelu = gelu
-        self._post = ("gelu", "tanh") if gelu else ("none", "")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x W^T + b over the last dimension (its GELU with ``gelu``), in the weight's dtype, as
         ``F.linear`` under the machine's autocast."""
         rows = x.reshape(-1, self.in_features).to(self.weight.dtype)
-        attr, algorithm = self._post
+        attr, algorithm = ("gelu", "tanh") if self.gelu else ("none", "")
         y = torch.ops.mkldnn._linear_pointwise(rows, self.weight, self.bias, attr, [], algorithm)
         return y.reshape(*x.shape[:-1], self.out_features)
 
