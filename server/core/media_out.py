@@ -59,8 +59,6 @@ class MediaOut:
         self._scene: dict[str, str] = {}
         """The scene of the last chunk sent (part -> choice; a part not named is at its default)."""
         self._retell = False
-        self.playing: ReadyChunk | None = None
-        """The chunk being sent (its last frame may be out)."""
         self.handed: ReadyChunk | None = None
         """The chunk handed over last (``hand``): playing, or waiting for its first frame's time."""
 
@@ -70,10 +68,8 @@ class MediaOut:
         self.ready.put_nowait(chunk)
 
     def unsent(self, chunk: ReadyChunk) -> int | None:
-        """The first frame of ``chunk`` (handed over) not yet sent: 0 while it waits for its turn; None once
-        all of its frames are out."""
-        if chunk is not self.playing:
-            return 0 if chunk is self.handed else None
+        """The first frame of ``chunk`` (the one handed over last) not yet sent: 0 while it waits for its
+        turn; None once all of its frames are out."""
         first = self.schedule.media.first_frame(chunk.index)
         frame = max(0, self.last_frame + 1 - first)
         return frame if frame < len(chunk.jpegs) else None
@@ -101,7 +97,7 @@ class MediaOut:
     async def run(self) -> None:
         """Send chunks as they become ready, forever."""
         while True:
-            chunk = self.playing = await self.ready.get()
+            chunk = await self.ready.get()
             self._count(chunk)
             media = self.schedule.media
             for i in range(len(chunk.jpegs)):
