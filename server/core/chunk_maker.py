@@ -26,13 +26,15 @@ chunks) and forgets the chunk after it; the sender takes the new frames from the
 it is made again on the new one. So a reaction waits for the next frame a regeneration reaches, not for
 the next chunk. It is tried only where the chunk after it can still be made for its send
 (``ChunkSchedule.splice_from``); a splice still denoising when that stops being so is abandoned, and
-every chunk stands.
+every chunk stands. Another urgent event that changes the decision while a splice denoises is spliced
+as soon as that splice is made, before the chunk after it is made again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -46,7 +48,7 @@ from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
 from server.core.media_out import MediaOut
 from server.core.schedule import ChunkSchedule
-from server.core.urgent import Urgent, UrgentInputs
+from server.core.urgent import Urgent, UrgentInputs, VoiceReady
 from server.media import encode_frames
 from streaming_model.worker import Cancel, GeneratorWorker
 
@@ -97,6 +99,9 @@ class ChunkMaker:
         self.replaced = 0  # generated chunks regenerated before they were sent
         self.spliced = 0  # chunks made again while they played
         self._carry: set[str] = set()
+        """Events a re-decision committed whose replacement came too late: the next chunk reflects them."""
+        self._missed: set[str] = set()
+        """Events that came too late to re-decide the chunk they woke: the next decision reflects them."""
 
     async def replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
         """Hold a generated chunk until ``hand_at``; an urgent event that changes its decision while a
@@ -108,7 +113,7 @@ class ChunkMaker:
             if redo.out is None:
                 chunk = adopt(chunk, redo.decision)
                 continue
-            shown = await self._splice(chunk, redo)
+            redo, shown = await self._splice(chunk, redo)
             if shown is not None:
                 chunk = await self._remake(chunk, redo, shown)
                 continue
@@ -167,35 +172,58 @@ class ChunkMaker:
             replaced=True,
         )
 
-    async def _splice(self, chunk: ReadyChunk, redo: Redecision) -> tuple[str, ...] | None:
+    async def _splice(self, chunk: ReadyChunk, redo: Redecision) -> tuple[Redecision, tuple[str, ...] | None]:
         """Show ``redo`` (the new decision of ``chunk``) in the chunk playing before it, from its first
-        frame that a regeneration still reaches: the events shown (none when the frames came too late to
-        show), after which the generator has forgotten ``chunk``, to be made again on the new one; None when
-        no splice fits or it was abandoned (nothing changed)."""
+        frame that a regeneration still reaches. Returns the decision it ends with and the events shown
+        (empty when the frames came too late to show), after which the generator has forgotten ``chunk``,
+        to be made again on the new decision; the events are None where no splice was made (none fitted, or
+        it was abandoned: nothing changed). An urgent event while a splice denoises re-decides ``chunk`` as
+        in ``make``: one that changes the condition is spliced as soon as this splice is made, again from
+        the first frame not yet sent (the second input of a burst, such as a sound's name just after its
+        onset, would otherwise wait for the remake after this splice too); the decision returned reflects
+        the events of all of them."""
         playing = self.media.handed
         if not self.splices or playing is None or redo.out is None:
-            return None
+            return redo, None
         if (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
-            return None  # not the chunk just before (a story rewind came between them)
-        unsent = self.media.unsent(playing)
+            return redo, None  # not the chunk just before (a story rewind came between them)
         frames = len(playing.jpegs)
-        if unsent is None or self.schedule.splice_from(playing.index, unsent, frames) is None:
-            return None
-        was = playing.condition
-        condition = msgspec.structs.replace(
-            redo.out.condition, speaking=was.speaking, audio=was.audio, scene=was.scene
-        )
-        cancel = Cancel()
-        timer = self.schedule.clock.call_at(self.schedule.splice_deadline(playing.index, frames), cancel.set)
-        try:
-            jpegs = await self.worker.splice(playing.gen_chunk, condition, cancel, self._encode)
-        finally:
-            timer.cancel()
-        if jpegs is None:
-            return None
-        self.spliced += 1
-        reflects = ordered(set(redo.decision.reflects))
-        return reflects if self.media.splice(playing, jpegs, condition, reflects) is not None else ()
+        reflects = set(redo.decision.reflects)
+        shown: tuple[str, ...] | None = None  # once a splice's frames went to the sender
+        while True:
+            unsent = self.media.unsent(playing)
+            if unsent is None or self.schedule.splice_from(playing.index, unsent, frames) is None:
+                return redo, shown
+            was = playing.condition
+            condition = msgspec.structs.replace(
+                redo.out.condition, speaking=was.speaking, audio=was.audio, scene=was.scene
+            )
+            cancel = Cancel()
+            deadline = self.schedule.splice_deadline(playing.index, frames)
+            timer = self.schedule.clock.call_at(deadline, cancel.set)
+            pending = dataclasses.replace(chunk, decision=redo.decision, condition=redo.out.condition)
+            try:
+                job = asyncio.ensure_future(
+                    self.worker.splice(playing.gen_chunk, condition, cancel, self._encode)
+                )
+                newer = await self._watch(job, pending, reflects)
+                # Not cancelled for a newer decision: a splice cancelled has restored the generator's
+                # state, which cannot be rolled back again; one finished is spliced again at once.
+                jpegs = await job
+            finally:
+                timer.cancel()
+            if jpegs is not None:
+                self.spliced += 1
+                showing = ordered(reflects - set(shown or ()))  # a splice before showed the rest
+                went = self.media.splice(playing, jpegs, condition, showing) is not None
+                shown = ordered(set(shown or ()) | set(showing if went else ()))
+            # A re-decision that kept the condition joined this one (``_watch`` added its events).
+            latest = pending.decision if newer is None else newer.decision
+            reflects |= set(latest.reflects)
+            out = redo.out if newer is None else newer.out
+            redo = Redecision(msgspec.structs.replace(latest, reflects=ordered(reflects)), out)
+            if newer is None or jpegs is None:
+                return redo, shown
 
     async def _remake(self, chunk: ReadyChunk, redo: Redecision, shown: tuple[str, ...]) -> ReadyChunk:
         """``chunk`` made again under ``redo`` after a splice into the chunk before it (the generator forgot
@@ -213,16 +241,22 @@ class ChunkMaker:
         when urgent events allow."""
         schedule = self.schedule
         begun = schedule.now()
-        arrived = self.urgent.drain()  # what arrived since the last chunk is already in this decision
+        # What arrived since the last chunk (or too late for it) is already in this decision.
+        arrived = self.urgent.drain() | self._missed
+        self._missed = set()
         with schedule.deciding(m) as overdue:
             decided = await self.decider.decide(k, m, overdue)
         # The chunk as it will be if nothing redirects it; a redirect or an adopted decision updates it.
         chunk = ReadyChunk(m, k, [], (), 0.0, decided.decision, decided.out.condition, begun, schedule.now())
-        reflects = set(decided.decision.reflects) | self._carry
-        self._carry = set()
+        carried, self._carry = self._carry, set()
+        reflects = set(decided.decision.reflects) | carried
         shown: set[str] = set()  # events a splice showed in the chunk before
-        if arrived & set(decided.decision.reflects):  # they came after the chunk before was handed over
-            shown |= set(await self._splice(chunk, Redecision(decided.decision, decided.out)) or ())
+        if (arrived | carried) & reflects:  # each came too late to change the chunk before: splice it there
+            now, spliced = await self._splice(chunk, Redecision(decided.decision, decided.out))
+            assert now.out is not None
+            chunk.decision, chunk.condition = now.decision, now.out.condition
+            reflects |= set(now.decision.reflects)
+            shown |= set(spliced or ())
         started = schedule.now()
         committing = 0.0  # the commit of the chunk before, which a regeneration of this one does not repeat
         late: Redecision | None = None  # a new decision that came after the denoising had finished
@@ -238,8 +272,8 @@ class ChunkMaker:
             cancel.set()
             jpegs = await job
             committing += self._last_commit_s()
+            redo, spliced = await self._splice(chunk, redo)
             assert redo.out is not None
-            spliced = await self._splice(chunk, redo)
             if spliced is not None:  # shown in the chunk playing; this one is made again on it
                 chunk.decision, chunk.condition = redo.decision, redo.out.condition
                 reflects |= set(redo.decision.reflects)
@@ -310,11 +344,12 @@ class ChunkMaker:
         """After an urgent input: once the reactive minds have answered it, re-decide ``chunk`` if a
         regeneration still fits before its send (None, and the event lands in the next chunk, if not)."""
         self.urgent.take(event)
+        if self.schedule.time_to_redo(chunk.index):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
         if not self.schedule.time_to_redo(chunk.index):
-            return None
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
-        if not self.schedule.time_to_redo(chunk.index):
+            if not isinstance(event, VoiceReady):
+                self._missed.add(event.id)
             return None
         with self.schedule.deciding(chunk.index) as late:
             return await self.decider.redecide(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,62 @@ async def test_a_worker_that_cannot_splice_gets_no_splices(world_factory: Sessio
     async with stepped_session(world_factory, "no-splice", replace=True, lead=LEAD) as session:
         session.core.worker.splices = False  # type: ignore[misc]  # a ModelWorker's class attribute
         assert not session.core.splice(True)
+
+
+async def test_a_second_input_while_a_splice_denoises_is_spliced_at_once(
+    world_factory: SessionFactory,
+) -> None:
+    # As a sound's name that comes just after its onset: it used to wait for the splice and for the chunk
+    # after it made again, then to be spliced (and that chunk made) a second time.
+    async with stepped_session(world_factory, "burst", replace=True, lead=LEAD) as session:
+        assert session.core.splice(True)
+        worker = session.core.worker
+        splice, produce = worker.splice, worker.produce
+        calls: list[str] = []
+        second: list[Gesture] = []
+
+        async def splicing(*args: Any) -> list[bytes] | None:
+            calls.append("splice")
+            if not second:  # the user shakes their head while the wave is being spliced
+                second.append(session.core.stamper(Gesture, gesture="shake_head", confidence=1.0))
+                await session.core.publish(second[0])
+            return await splice(*args)
+
+        async def producing(*args: Any) -> list[bytes] | None:
+            if calls:  # from the first splice on
+                calls.append("produce")
+            return await produce(*args)
+
+        worker.splice = splicing  # type: ignore[method-assign,assignment]
+        worker.produce = producing  # type: ignore[assignment]
+        wave = await wave_while_playing(session)
+        await answered(session, lambda: calls.count("produce") >= 1)
+        frames = await frames_through(session, PLAYING + 1)
+    assert calls[:3] == ["splice", "splice", "produce"]  # spliced again at once; the chunk after made once
+    assert session.core.spliced == 2
+    for event in (wave, second[0]):
+        assert [(v.chunk, v.frame) for v in frames if event.id in v.reflects] == [(PLAYING, SENT)]
+
+
+async def test_an_input_too_late_to_change_the_next_chunk_is_spliced_into_it(
+    world_factory: SessionFactory,
+) -> None:
+    # A machine on which regenerating the chunk held no longer fits before its send (the margin on a
+    # regeneration's typical time) while a splice, which needs no margin, does: the input used to wait for
+    # the chunk after it.
+    async with stepped_session(world_factory, "missed", replace=True, lead=LEAD) as session:
+        assert session.core.splice(True)
+        await session.run_until(lambda: sum(v.chunk == PLAYING for v in session.video()) == SENT)
+        await session.until_loop_waits()
+        schedule = session.core.schedule
+        schedule.chunk_times.clear()
+        schedule.chunk_times.extend([0.001] * 9)  # a typical regeneration: 1 ms
+        schedule.redirect_margin = 2 * schedule.media.chunk_s / schedule.typical()  # two chunks, with it
+        assert not schedule.time_to_redo(PLAYING + 1)
+        wave = session.core.stamper(Gesture, gesture="wave", confidence=1.0)
+        await session.core.publish(wave)
+        frames = await frames_through(session, PLAYING + 2)
+    # Spliced into the chunk after the one playing, at whichever frame is first unsent when the splice is
+    # ready (moving the clock on to that chunk's frames lets some go out meanwhile), not a chunk later.
+    assert [v.chunk for v in frames if wave.id in v.reflects] == [PLAYING + 1]
+    assert session.core.spliced == 1
