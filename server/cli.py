@@ -51,12 +51,16 @@ def _listen(args: argparse.Namespace) -> int:
     )
     stamper = Stamper("listen")
     encoder = msgspec.json.Encoder()
+    heard = 0
     try:
         for event in listen_file(
             path, levels=args.levels, extra=hearing.listeners(stamper, threaded=False), stamper=stamper
         ):
             sys.stdout.buffer.write(encoder.encode(event) + b"\n")
             sys.stdout.flush()
+            heard += 1
+        if not heard:  # no output at all would look like a command that did nothing
+            print(f"# nothing heard in {path}: no speech, sound onset or named sound", file=sys.stderr)
     except (BadInput, OSError) as exc:
         print(f"onstage listen: {exc}", file=sys.stderr)
         return 1

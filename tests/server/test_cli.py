@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import msgspec
+import numpy as np
 import pytest
 from PIL import Image, WebPImagePlugin
+from scipy.io import wavfile
 
 from events.vocabulary import (
     AudioLevel,
@@ -57,6 +59,16 @@ def test_listen_on_a_file_that_is_not_a_wav_says_so(tmp_path, capsys) -> None:
     bad.write_text("not audio")
     assert main(["listen", str(bad)]) == 1
     assert "onstage listen:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seconds", [0.0, 1.0])
+def test_listen_to_a_file_with_nothing_in_it_says_nothing_was_heard(tmp_path, capsys, seconds) -> None:
+    quiet = tmp_path / "quiet.wav"
+    wavfile.write(quiet, 16_000, np.zeros(int(16_000 * seconds), dtype=np.int16))
+    assert main(["listen", str(quiet), "--no-transcripts", "--no-sounds"]) == 0
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert f"nothing heard in {quiet}" in said.err
 
 
 def test_render_writes_an_animated_webp_of_the_demo_sequence(tmp_path, capsys) -> None:
