@@ -50,6 +50,8 @@ class UrgentInputs:
         self.schedule = schedule
         self._cut_voice = cut_voice
         self._urgent: Subscription | None = None
+        self._kept: Event | None = None
+        """An event taken off the bus by a wait that was called off before it could return it."""
         self._voice_ready = asyncio.Event()
         if player.config.redirects:
             player.on_ready = self._voice_ready.set
@@ -79,7 +81,7 @@ class UrgentInputs:
         """The next urgent input (a bus event first when both kinds are there), or None once ``due`` is
         set. One wait for all three: an event taken off the bus is always returned, never dropped."""
         assert self._urgent is not None
-        if (event := self._urgent.get_nowait()) is None and not self._voice_ready.is_set():
+        if (event := self._take_kept()) is None and not self._voice_ready.is_set():
             taking = asyncio.ensure_future(self._urgent.get())
             waits = {taking, asyncio.ensure_future(self._voice_ready.wait())}
             if due is not None:
@@ -91,14 +93,25 @@ class UrgentInputs:
                     waiter.cancel()  # a done one keeps its result
                 # wait() rather than awaiting them: a CancelledError of theirs must not swallow ours.
                 await asyncio.wait(waits)
+                if not taking.cancelled() and taking.exception() is None:
+                    # Kept, not returned: where this wait itself is being called off (the caller's job
+                    # finished in the same turn of the loop), the event would be lost with it.
+                    self._kept = taking.result()
             if not taking.cancelled():
-                return taking.result()  # the event it took (or the subscription's end, raised)
+                kept = self._take_kept()
+                return kept if kept is not None else taking.result()  # the subscription's end, raised
         if event is not None:
             return event
         if self._voice_ready.is_set():
             self._voice_ready.clear()
             return VoiceReady()
         return None
+
+    def _take_kept(self) -> Event | None:
+        """The event a called-off wait kept, else the next one on the bus (None if there is none)."""
+        assert self._urgent is not None
+        event, self._kept = self._kept, None
+        return event if event is not None else self._urgent.get_nowait()
 
     def take(self, event: Urgent) -> None:
         """What an urgent input does at once, whatever chunk comes to show it."""
@@ -110,7 +123,7 @@ class UrgentInputs:
         assert self._urgent is not None
         self._voice_ready.clear()
         taken = set()
-        while (event := self._urgent.get_nowait()) is not None:
+        while (event := self._take_kept()) is not None:
             self.take(event)
             taken.add(event.id)
         return taken
