@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/reaction.py                      # starts `onstage serve` for the run
     .venv/bin/python benchmarks/reaction.py --rounds 10          # more inputs per kind
+    .venv/bin/python benchmarks/reaction.py --kinds knock clap --rounds 40   # some kinds only
     .venv/bin/python benchmarks/reaction.py --url ws://127.0.0.1:8765/v1/session
     .venv/bin/python benchmarks/reaction.py --minutes 10         # the long run: timing and A/V offset
 
@@ -257,10 +258,12 @@ def latency_table(trials: list[Trial]) -> list[str]:
     return lines
 
 
-async def reaction_run(url: str, seed: int, rounds: int, gap: int, phase: str, splice: bool) -> None:
+async def reaction_run(
+    url: str, seed: int, rounds: int, gap: int, phase: str, splice: bool, kinds: tuple[str, ...] = KINDS
+) -> None:
     audio = sounds()
     waits = delays(seed, rounds, phase)
-    results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice) for kind in KINDS}
+    results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice) for kind in kinds}
     firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
     first = min(t.after_chunk for t, _ in firsts.values())
     reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
@@ -399,7 +402,9 @@ async def main(args: argparse.Namespace) -> None:
             if args.minutes:
                 await long_run(url, args.seed, args.minutes, args.gap, args.phase, splice)
             else:
-                await reaction_run(url, args.seed, args.rounds, args.gap, args.phase, splice)
+                await reaction_run(
+                    url, args.seed, args.rounds, args.gap, args.phase, splice, tuple(args.kinds)
+                )
 
 
 if __name__ == "__main__":
@@ -409,6 +414,9 @@ if __name__ == "__main__":
     parser.add_argument("--url", help="a running server's session endpoint (default: start one here)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--rounds", type=int, default=12, help="inputs per kind")
+    parser.add_argument(
+        "--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="which kinds of input (default: all)"
+    )
     parser.add_argument(
         "--gap",
         type=int,
