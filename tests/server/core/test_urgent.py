@@ -39,39 +39,35 @@ def urgent_inputs(bus: EventBus) -> UrgentInputs:
     return urgent
 
 
-async def taken_off(bus: EventBus) -> None:
-    """Until the waiting reader has taken everything off the bus (it has not run on since)."""
-    while bus.subscriptions[0].pending():  # noqa: ASYNC110 (one turn of the loop at a time, no event to wait on)
-        await asyncio.sleep(0)
-
-
-async def test_an_event_taken_as_its_wait_is_called_off_comes_with_the_next_wait() -> None:
-    # As in the chunk maker's watch over a generation: the generation finishes in the same turn of the loop
-    # in which the wait took an input off the bus, and the watch calls the wait off. The input was lost.
-    bus = EventBus()
-    urgent = urgent_inputs(bus)
+async def called_off_after_taking(bus: EventBus, urgent: UrgentInputs, event: Gesture) -> None:
+    """A wait for the next input takes ``event`` off the bus and is called off before it could return it, as
+    the chunk maker's watch over a generation calls its wait off when the generation finishes in that same
+    turn of the loop."""
     waiting = asyncio.ensure_future(urgent.get())
     await asyncio.sleep(0)  # it waits on the bus
-    wave = Stamper("t")(Gesture, gesture="wave", confidence=1.0)
-    await bus.publish(wave)
-    await taken_off(bus)
+    await bus.publish(event)
+    while bus.subscriptions[0].pending():  # noqa: ASYNC110 (one turn of the loop at a time, no event to wait on)
+        await asyncio.sleep(0)
     assert not waiting.done()  # taken, not yet returned
     waiting.cancel()
     await asyncio.wait({waiting})
     assert waiting.cancelled()
+
+
+async def test_an_event_taken_as_its_wait_is_called_off_comes_with_the_next_wait() -> None:
+    # The input was lost with the wait.
+    bus = EventBus()
+    urgent = urgent_inputs(bus)
+    wave = Stamper("t")(Gesture, gesture="wave", confidence=1.0)
+    await called_off_after_taking(bus, urgent, wave)
     assert await asyncio.wait_for(urgent.get(), 1.0) is wave
 
 
 async def test_a_kept_event_is_drained_with_the_rest() -> None:
     bus = EventBus()
     urgent = urgent_inputs(bus)
-    waiting = asyncio.ensure_future(urgent.get())
-    await asyncio.sleep(0)
     stamp = Stamper("t")
     first, second = (stamp(Gesture, gesture=g, confidence=1.0) for g in ("wave", "nod"))
-    await bus.publish(first)
-    await taken_off(bus)
-    waiting.cancel()
-    await asyncio.wait({waiting})
+    await called_off_after_taking(bus, urgent, first)
     await bus.publish(second)
     assert urgent.drain() == {first.id, second.id}
