@@ -40,10 +40,6 @@ PEAK_DB = -8.0
 CONFIGS = {"recheck off": VadConfig(recheck_ms=0.0), "recheck on (the default)": VadConfig()}
 
 
-def at_peak(name: str) -> np.ndarray:
-    return sound_set.clip(name) * (10 ** (PEAK_DB / 20) / 10 ** (-1 / 20))
-
-
 def heard(
     audio: np.ndarray, config: VadConfig
 ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
@@ -79,10 +75,10 @@ def false_starts(delays: list[float]) -> dict[str, Counter[str]]:
     for room in ROOMS:
         for line in sound_set.SPEECH:
             for distractor in DISTRACTORS:
-                sound = at_peak(distractor)
+                sound = sound_set.at_peak(distractor, PEAK_DB)
                 sound = sound[sound_set.attack(sound, 40.0) :]
                 for delay in delays:
-                    spoken = at_peak(line)
+                    spoken = sound_set.at_peak(line, PEAK_DB)
                     audio, begins = scene([(spoken, 0.5), (sound, delay)], room)
                     line_end_ms = (begins[0] + spoken.size) * 1000 / RATE
                     for name, config in CONFIGS.items():
@@ -98,9 +94,9 @@ def second_lines() -> dict[str, list[tuple[float, float]]]:
     lines = sound_set.SPEECH
     for room in ROOMS:
         for i, first in enumerate(lines):
-            second = at_peak(lines[(i + 1) % len(lines)])
+            second = sound_set.at_peak(lines[(i + 1) % len(lines)], PEAK_DB)
             for pause in PAUSES_S:
-                audio, begins = scene([(at_peak(first), 0.5), (second, pause)], room)
+                audio, begins = scene([(sound_set.at_peak(first, PEAK_DB), 0.5), (second, pause)], room)
                 truth = (begins[1] + sound_set.attack(second, 40.0)) * 1000 / RATE
                 for name, config in CONFIGS.items():
                     starts, segments = heard(audio, config)

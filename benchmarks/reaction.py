@@ -3,13 +3,18 @@
     .venv/bin/python benchmarks/reaction.py                      # starts `onstage serve` for the run
     .venv/bin/python benchmarks/reaction.py --rounds 10          # more inputs per kind
     .venv/bin/python benchmarks/reaction.py --kinds knock clap --rounds 40   # some kinds only
+    .venv/bin/python benchmarks/reaction.py --sounds synthetic   # the sounds made here (before 2026-12-07)
     .venv/bin/python benchmarks/reaction.py --url ws://127.0.0.1:8765/v1/session
     .venv/bin/python benchmarks/reaction.py --minutes 10         # the long run: timing and A/V offset
 
 Reaction: from sending an input to receiving the first video frame whose ``reflects`` names its event.
 For gestures and text the event id comes from ``input.accepted``; for sounds played into the microphone
-(Piper speech, claps, knocks) from ``input.speech_started`` / ``input.sound`` (the first ``onset``), and
-the clock starts when the audio frame holding the sound's first sample was sent. Each input is sent a
+(speech, claps, knocks) from ``input.speech_started`` / ``input.sound`` (the first ``onset``), and the
+clock starts when the audio frame holding the sound's start was sent. The sounds are the real recordings
+of ``tests/data/sounds`` in turn (every knock and knock train, every clap, every speaker's first two
+seconds), placed at the level of the test scenes; a sound starts where ``sound_set.start`` says (a
+knock or clap at its rise, speech where it stands out of the silence). ``--sounds synthetic`` plays one
+knock train, clap and Piper line made here instead. Each input is sent a
 delay after the last frame of a given chunk arrived: users do not time their inputs to the media clock, so
 the delays are spread uniformly over one chunk (seeded, so a run repeats). The first input of each kind
 goes in with no delay, the worst moment (the next chunk is already generated; the reaction lands one chunk
@@ -36,18 +41,23 @@ import argparse
 import asyncio
 import contextlib
 import math
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from served import served, session_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not installed: the repository's
 
 from server import demo_audio
 from server.client import Received, SessionClient, VideoFrame
 from server.client_cli import FRAME_S, FRAME_SAMPLES, percentiles
 from server.core.lipsync import MAX_LAG_FRAMES, MIN_CORRELATION, best_lag
 from server.media import MediaClock
+from tests.support import sound_set
 
 KINDS = ("speech", "clap", "knock", "gesture", "text")
 AUDIO_EVENT = {"speech": "input.speech_started", "clap": "input.sound", "knock": "input.sound"}
@@ -66,20 +76,64 @@ def delays(seed: int, n: int, phase: str) -> list[float]:
     return [0.0, *spread[1:].tolist()][:n]
 
 
+def nth(audio: dict[str, list[Sound]], kind: str, i: int) -> Sound | None:
+    """The sound of the ``i``th input of ``kind`` (None for kinds that are not sounds)."""
+    played = audio.get(kind)
+    return played[i % len(played)] if played else None
+
+
 def clock_of(client: SessionClient) -> MediaClock:
     """The media clock the session's ``session.started`` names."""
     (started,) = client.received.of_type("session.started")
     return MediaClock(started["fps"], started["chunk_frames"])
 
 
-def sounds() -> dict[str, np.ndarray]:
-    """What each audio kind plays into the microphone, as int16 at 16 kHz."""
-    raw = {
+REAL_CLIPS = {
+    "speech": sound_set.SPEECH,
+    "clap": sound_set.CLAPS,
+    "knock": ["knock_a", "knock_b", "knock_c", "knock_train3"],
+}
+PEAK_DB = {"speech": -6.0, "clap": -8.0, "knock": -8.0}  # as the real-recording test scenes place them
+SPEECH_S = (
+    2.0  # a line is cut here (10 ms fade): its start is what is measured, and the next input is 2.5 s on
+)
+
+
+@dataclass(frozen=True)
+class Sound:
+    """One sound to play into the microphone."""
+
+    name: str
+    pcm: np.ndarray
+    """int16 samples at 16 kHz."""
+    begins: int
+    """The sample where the sound starts: the clock starts when the audio frame holding it is sent."""
+
+
+def pcm16(audio: np.ndarray) -> np.ndarray:
+    return (np.clip(audio, -1.0, 1.0 - 1 / 32768) * 32768.0).astype("<i2")
+
+
+def real(kind: str, name: str) -> Sound:
+    """A committed recording as the microphone plays it."""
+    audio = sound_set.at_peak(name, PEAK_DB[kind])
+    if kind == "speech":
+        audio = audio[: round(SPEECH_S * sound_set.RATE)].copy()
+        fade = round(0.01 * sound_set.RATE)
+        audio[-fade:] *= np.linspace(1.0, 0.0, fade, dtype=np.float32)
+    return Sound(name, pcm16(audio), sound_set.start(audio, kind))
+
+
+def sounds(source: str) -> dict[str, list[Sound]]:
+    """What each audio kind plays into the microphone, in turn: the real recordings, or ``synthetic``."""
+    if source == "real":
+        return {kind: [real(kind, name) for name in names] for kind, names in REAL_CLIPS.items()}
+    made = {
         "speech": demo_audio.speech("Hello there, can you hear me?", sampling_noise=False),
         "clap": demo_audio.claps(n=2)[0],
         "knock": demo_audio.knocks(n=3)[0],
     }
-    return {k: (np.clip(v, -1.0, 1.0 - 1 / 32768) * 32768.0).astype("<i2") for k, v in raw.items()}
+    return {kind: [Sound(f"synthetic {kind}", pcm16(audio), 0)] for kind, audio in made.items()}
 
 
 class Microphone:
@@ -88,7 +142,7 @@ class Microphone:
     def __init__(self, client: SessionClient) -> None:
         self.client = client
         self.frames_sent = 0
-        self._queue: list[tuple[np.ndarray, asyncio.Future[tuple[float, float]]]] = []
+        self._queue: list[tuple[Sound, asyncio.Future[tuple[float, float]]]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Microphone:
@@ -101,8 +155,9 @@ class Microphone:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 
-    def play(self, sound: np.ndarray) -> asyncio.Future[tuple[float, float]]:
-        """Resolves to (send time of the sound's first frame, its position in the sent audio in ms)."""
+    def play(self, sound: Sound) -> asyncio.Future[tuple[float, float]]:
+        """Resolves to (send time of the frame holding the sound's start, that frame's position in the sent
+        audio in ms)."""
         future: asyncio.Future[tuple[float, float]] = asyncio.get_running_loop().create_future()
         self._queue.append((sound, future))
         return future
@@ -110,18 +165,21 @@ class Microphone:
     async def _run(self) -> None:
         start = time.monotonic()
         playing = np.zeros(0, dtype="<i2")
+        to_start = -1  # frames still to send before the one holding the playing sound's start
+        started: asyncio.Future[tuple[float, float]] | None = None
         while True:
             if (delay := start + self.frames_sent * FRAME_S - time.monotonic()) > 0:
                 await asyncio.sleep(delay)
-            started: asyncio.Future[tuple[float, float]] | None = None
             if playing.size == 0 and self._queue:
-                playing, started = self._queue.pop(0)
+                sound, started = self._queue.pop(0)
+                playing, to_start = sound.pcm, sound.begins // FRAME_SAMPLES
             frame = np.zeros(FRAME_SAMPLES, dtype="<i2")
             frame[: min(FRAME_SAMPLES, playing.size)] = playing[:FRAME_SAMPLES]
             playing = playing[FRAME_SAMPLES:]
             sent = await self.client.send_audio(frame.tobytes())
-            if started is not None:
+            if to_start == 0 and started is not None:
                 started.set_result((sent, self.frames_sent * FRAME_S * 1000.0))
+            to_start -= 1
             self.frames_sent += 1
 
 
@@ -132,6 +190,8 @@ class Trial:
     kind: str
     after_chunk: int
     sent: float
+    sound: str = ""
+    """The recording played (audio kinds)."""
     event_id: str | None = None
     frame: VideoFrame | None = None
 
@@ -149,16 +209,21 @@ async def last_frame_of(client: SessionClient, chunk: int) -> VideoFrame:
 
 
 async def fire(
-    client: SessionClient, mic: Microphone, kind: str, after_chunk: int, audio: dict, delay: float = 0.0
+    client: SessionClient,
+    mic: Microphone,
+    kind: str,
+    after_chunk: int,
+    sound: Sound | None,
+    delay: float = 0.0,
 ) -> Trial:
-    """Send one input of ``kind`` ``delay`` chunks after chunk ``after_chunk`` has fully arrived; find its
-    event."""
+    """Send one input of ``kind`` (playing ``sound`` for an audio kind) ``delay`` chunks after chunk
+    ``after_chunk`` has fully arrived; find its event."""
     await last_frame_of(client, after_chunk)
     await asyncio.sleep(delay * clock_of(client).chunk_s)
     since = len(client.received.messages)
-    if kind in AUDIO_EVENT:
-        sent, at_ms = await mic.play(audio[kind])
-        trial = Trial(kind, after_chunk, sent)
+    if sound is not None:
+        sent, at_ms = await mic.play(sound)
+        trial = Trial(kind, after_chunk, sent, sound.name)
         with contextlib.suppress(TimeoutError):
             heard = await client.wait_for(
                 lambda m: (
@@ -199,14 +264,14 @@ async def session(url: str, seed: int, splice: bool) -> AsyncIterator[tuple[Sess
 
 
 async def run_kind(
-    url: str, seed: int, kind: str, gap: int, audio: dict, waits: list[float], splice: bool
+    url: str, seed: int, kind: str, gap: int, audio: dict[str, list[Sound]], waits: list[float], splice: bool
 ) -> tuple[list[Trial], Received]:
     """A session with an input of ``kind`` per delay in ``waits``, the first after ``first_chunk``."""
     async with session(url, seed, splice) as (client, mic):
         trials = []
         first = first_chunk(clock_of(client))
         for i, wait in enumerate(waits):
-            trials.append(await fire(client, mic, kind, first + i * gap, audio, wait))
+            trials.append(await fire(client, mic, kind, first + i * gap, nth(audio, kind, i), wait))
         await last_frame_of(client, trials[-1].after_chunk + gap // 2)
     for trial in trials:
         trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
@@ -242,6 +307,17 @@ def determinism(trial: Trial, received: Received, ref: dict[tuple[int, int], byt
     )
 
 
+def sound_table(trials: list[Trial]) -> list[str]:
+    """Reaction to each recording played: n, p50 and max (ms)."""
+    lines = ["| input | recording | n | reflected | p50 (ms) | max (ms) |", "|---|---|---:|---:|---:|---:|"]
+    for kind, name in dict.fromkeys((t.kind, t.sound) for t in trials if t.sound):
+        ms = [t.ms for t in trials if (t.kind, t.sound) == (kind, name) and t.ms is not None]
+        n = sum((t.kind, t.sound) == (kind, name) for t in trials)
+        cells = f"{np.median(ms):.0f} | {max(ms):.0f}" if ms else "- | -"
+        lines.append(f"| {kind} | {name} | {n} | {len(ms)} | {cells} |")
+    return lines
+
+
 def latency_table(trials: list[Trial]) -> list[str]:
     lines = [
         "| input | n | reflected | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) |",
@@ -259,9 +335,16 @@ def latency_table(trials: list[Trial]) -> list[str]:
 
 
 async def reaction_run(
-    url: str, seed: int, rounds: int, gap: int, phase: str, splice: bool, kinds: tuple[str, ...] = KINDS
+    url: str,
+    seed: int,
+    rounds: int,
+    gap: int,
+    phase: str,
+    splice: bool,
+    kinds: tuple[str, ...] = KINDS,
+    source: str = "real",
 ) -> None:
-    audio = sounds()
+    audio = sounds(source)
     waits = delays(seed, rounds, phase)
     results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice) for kind in kinds}
     firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
@@ -285,6 +368,8 @@ async def reaction_run(
         f"reactions {spliced})\n"
     )
     print("\n".join(latency_table(trials)))
+    if source == "real":
+        print("\n".join(["", "By recording:", "", *sound_table(trials)]))
     print(f"\n## Determinism: the first input of each kind, sent after chunk {first}, vs. no input\n")
     if unstable is None:
         print(f"Two sessions without input agree on every frame through chunk {through}.\n")
@@ -362,8 +447,10 @@ def voice_mouth_offset(received: Received, identity: int, fps: int, max_lag: int
     return f"{best * 1000 / fps:+.0f} ms (correlation r = {r:.2f} at that lag)"
 
 
-async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str, splice: bool) -> None:
-    audio = sounds()
+async def long_run(
+    url: str, seed: int, minutes: float, gap: int, phase: str, splice: bool, source: str = "real"
+) -> None:
+    audio = sounds(source)
     trials: list[Trial] = []
     end = time.monotonic() + minutes * 60
     async with session(url, seed, splice) as (client, mic):
@@ -372,7 +459,9 @@ async def long_run(url: str, seed: int, minutes: float, gap: int, phase: str, sp
         chunk = first_chunk(clock)
         while time.monotonic() < end:
             wait = waits[len(trials) % len(waits)]
-            trials.append(await fire(client, mic, KINDS[len(trials) % len(KINDS)], chunk, audio, wait))
+            kind = KINDS[len(trials) % len(KINDS)]
+            sound = nth(audio, kind, len(trials) // len(KINDS))
+            trials.append(await fire(client, mic, kind, chunk, sound, wait))
             chunk += gap
         await last_frame_of(client, chunk)
     for trial in trials:
@@ -400,10 +489,10 @@ async def main(args: argparse.Namespace) -> None:
         splices = {"on": [True], "off": [False], "both": [True, False]}[args.splice]
         for splice in splices:
             if args.minutes:
-                await long_run(url, args.seed, args.minutes, args.gap, args.phase, splice)
+                await long_run(url, args.seed, args.minutes, args.gap, args.phase, splice, args.sounds)
             else:
                 await reaction_run(
-                    url, args.seed, args.rounds, args.gap, args.phase, splice, tuple(args.kinds)
+                    url, args.seed, args.rounds, args.gap, args.phase, splice, tuple(args.kinds), args.sounds
                 )
 
 
@@ -422,6 +511,13 @@ if __name__ == "__main__":
         type=int,
         default=15,
         help="chunks between inputs (15 = 2.5 s on the tiny model's clock: past the reflexes' 2 s cooldowns)",
+    )
+    parser.add_argument(
+        "--sounds",
+        choices=("real", "synthetic"),
+        default="real",
+        help="what the microphone plays: the real recordings of tests/data/sounds in turn, or one knock "
+        "train, clap and Piper line made here (the sounds of the figures before 2026-12-07)",
     )
     parser.add_argument("--minutes", type=float, help="one long session instead (timing and A/V offset)")
     parser.add_argument(

@@ -87,6 +87,17 @@ def attack(audio: np.ndarray, below_peak_db: float = 20.0) -> int:
     return int(np.argmax(env >= 10 ** (-below_peak_db / 20) * env.max()))
 
 
+def at_peak(name: str, peak_db: float) -> np.ndarray:
+    """A committed clip scaled to a peak of ``peak_db`` dBFS."""
+    return clip(name) * (10 ** (peak_db / 20) / 10 ** (-1 / 20))
+
+
+def start(audio: np.ndarray, kind: str) -> int:
+    """Where a sound of ``kind`` starts: an impulse (knock, clap) at its rise, any other sound where it
+    first stands out of the noise."""
+    return attack(audio, 20.0 if kind in IMPULSIVE else 40.0)
+
+
 def room(seconds: float, level_db: float, noise: str) -> np.ndarray:
     """A noise clip looped with crossfades to ``seconds``, at an RMS of ``level_db`` dBFS."""
     base = clip(noise)
@@ -123,15 +134,13 @@ class _Mix:
         under_speech: bool = False,
     ) -> int:
         """Place ``names`` (a train when several, ``spacing_s`` apart) at ``at`` or after the last sound."""
-        start = self.end if at is None else at
-        gain = 10 ** (peak_db / 20) / 10 ** (-1 / 20)
-        impulses, stop = [], start
+        begin = self.end if at is None else at
+        impulses, stop = [], begin
         for i, name in enumerate(names):
-            audio = clip(name) * gain
-            pos = start + round(i * spacing_s * RATE)
+            audio = at_peak(name, peak_db)
+            pos = begin + round(i * spacing_s * RATE)
             self.parts.append((pos, audio))
-            # An impulse starts at its rise; any other sound where it first stands out of the noise.
-            impulses.append((pos + attack(audio, 20.0 if kind in IMPULSIVE else 40.0)) * 1000 / RATE)
+            impulses.append((pos + start(audio, kind)) * 1000 / RATE)
             stop = max(stop, pos + audio.size)
         self.truth.append(
             Truth(
