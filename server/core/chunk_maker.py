@@ -233,6 +233,7 @@ class ChunkMaker:
         await self._keep_minds()
         jpegs = await self.worker.produce(redo.out.condition, Cancel(), self._encode)
         assert jpegs is not None  # never cancelled
+        self.schedule.produce_times.append(self.schedule.now() - started)
         self.schedule.chunk_times.append(self.schedule.now() - started - self._last_commit_s())
         return self._made_again(chunk, redo, jpegs, shown)
 
@@ -262,11 +263,13 @@ class ChunkMaker:
         late: Redecision | None = None  # a new decision that came after the denoising had finished
         while True:
             cancel = Cancel()
+            producing = schedule.now()
             await self._keep_minds()
             job = asyncio.ensure_future(self.worker.produce(chunk.condition, cancel, self._encode))
             redo = await self._watch(job, chunk, reflects)
             if redo is None:
                 jpegs = job.result()
+                schedule.produce_times.append(schedule.now() - producing)
                 committing += self._last_commit_s()
                 break
             cancel.set()

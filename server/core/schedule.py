@@ -124,6 +124,10 @@ class ChunkSchedule:
         """Seconds from each recent chunk's decision to its frames being ready: the commit of the chunk
         before, generating (with any redirects), decode and encode: what a decision must leave before the
         send."""
+        self.produce_times: deque[float] = deque(maxlen=200)
+        """Seconds each recent chunk's last generation took, start to frames ready, the commit of the chunk
+        before included: what making a chunk again after a splice takes (no decision, no redirect, no
+        splice of its own: those make a decision's ``made_times`` longer, and every reaction adds one)."""
         self._finish_times = finish_times  # the model worker's: decode and encode of recent chunks
         self._t0 = 0.0
         self._left_at: float | None = None
@@ -191,6 +195,12 @@ class ChunkSchedule:
         made = self.made_times
         return float(np.percentile(list(made), MAKING_QUANTILE)) if made else self.media.chunk_s / 2
 
+    def remake_s(self) -> float:
+        """Seconds that making a chunk again (commit of the chunk before, generate, decode, encode) takes in
+        95 % of recent chunks."""
+        made = self.produce_times
+        return float(np.percentile(list(made), MAKING_QUANTILE)) if made else self.media.chunk_s / 2
+
     def redo_s(self) -> float:
         """The time a regeneration must have before a send: the typical chunk time, with the margin."""
         return self.typical() * self.redirect_margin
@@ -220,10 +230,10 @@ class ChunkSchedule:
     def splice_from(self, m: int, unsent: int, frames: int) -> int | None:
         """The first frame of media chunk ``m`` (handed over, its frames from ``unsent`` on not yet sent, of
         ``frames``) that a typical regeneration started now would be ready for, where the chunk after it
-        can then still be made again for its send (``making_s``); None where none can. No margin: a splice
+        can then still be made again for its send (``remake_s``); None where none can. No margin: a splice
         that comes late shows from the frame after (``MediaOut.splice``)."""
         ready = self.clock.time() + self.typical()
-        if not self.redirect or ready + self.making_s() > self.send_at(m + 1):
+        if not self.redirect or ready + self.remake_s() > self.send_at(m + 1):
             return None
         first = self.media.first_frame(m)
         return next((f for f in range(unsent, frames) if self.frame_at(first + f) >= ready), None)
@@ -232,7 +242,7 @@ class ChunkSchedule:
         """When a splice into media chunk ``m`` (of ``frames``) still denoising is abandoned: when it could
         no longer be finished for the chunk's last frame, or the chunk after it made for its send."""
         last = self.frame_at(self.media.first_frame(m) + frames - 1) - self.finish_s() - FINISH_SLACK_S
-        return min(last, self.send_at(m + 1) - self.making_s() - self.finish_s())
+        return min(last, self.send_at(m + 1) - self.remake_s() - self.finish_s())
 
     def replace_deadline(self, m: int) -> float:
         """When a replacement of media chunk ``m`` still denoising is abandoned."""

@@ -177,7 +177,9 @@ def test_a_splice_reaches_the_first_unsent_frame_a_regeneration_is_ready_for_whi
     s = schedule(clock)
     s.begin(0.0)
     s.chunk_times.extend([0.1] * 5)  # a regeneration takes 100 ms (a late one shows a frame later)
-    s.made_times.extend([0.2] * 5)  # making the chunk after it again: 200 ms
+    s.produce_times.extend([0.2] * 5)  # making the chunk after it again: 200 ms
+    # Decisions take longer (their redirects, and the splices of earlier reactions): not what a remake takes.
+    s.made_times.extend([0.5] * 5)
     clock.advance(s.send_at(3) + 0.5 * MEDIA.frame_s)  # chunk 3 playing (62.5 ms frames): frame 0 out
     # Ready 100 ms on: frame 3 (187.5 ms after the send) is the first it reaches, though frame 1 is unsent.
     assert s.splice_from(3, 1, 12) == 3

@@ -169,3 +169,21 @@ async def test_an_input_too_late_to_change_the_next_chunk_is_spliced_into_it(
     # ready (moving the clock on to that chunk's frames lets some go out meanwhile), not a chunk later.
     assert [v.chunk for v in frames if wave.id in v.reflects] == [PLAYING + 1]
     assert session.core.spliced == 1
+
+
+async def test_slow_decisions_do_not_keep_a_splice_out(world_factory: SessionFactory) -> None:
+    # What a decision takes (its redirects, and the splice of an earlier reaction: every reaction adds one)
+    # is not what making the chunk after a splice again takes, a plain generation; a session with many
+    # reactions used to refuse splices once a twentieth of its recent decisions had been slow.
+    async with stepped_session(world_factory, "slow decisions", replace=True, lead=LEAD) as session:
+        assert session.core.splice(True)
+        await session.run_until(lambda: sum(v.chunk == PLAYING for v in session.video()) == SENT)
+        await session.until_loop_waits()
+        schedule = session.core.schedule
+        assert len(schedule.produce_times) >= PLAYING  # each chunk's generation timed, its commit with it
+        schedule.made_times.extend([schedule.media.chunk_s] * (schedule.made_times.maxlen or 0))
+        wave = session.core.stamper(Gesture, gesture="wave", confidence=1.0)
+        await session.core.publish(wave)
+        await answered(session, lambda: session.core.spliced == 1)
+        frames = await frames_through(session, PLAYING + 1)
+    assert [(v.chunk, v.frame) for v in frames if wave.id in v.reflects] == [(PLAYING, SENT)]
