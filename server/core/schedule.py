@@ -192,14 +192,16 @@ class ChunkSchedule:
 
     def making_s(self) -> float:
         """Seconds from a decision to its chunk being ready in 95 % of recent chunks."""
-        made = self.made_times
-        return float(np.percentile(list(made), MAKING_QUANTILE)) if made else self.media.chunk_s / 2
+        return self._making_quantile(self.made_times)
 
     def remake_s(self) -> float:
         """Seconds that making a chunk again (commit of the chunk before, generate, decode, encode) takes in
         95 % of recent chunks."""
-        made = self.produce_times
-        return float(np.percentile(list(made), MAKING_QUANTILE)) if made else self.media.chunk_s / 2
+        return self._making_quantile(self.produce_times)
+
+    def _making_quantile(self, times: deque[float]) -> float:
+        """``MAKING_QUANTILE`` of ``times``; half a chunk before any was measured."""
+        return float(np.percentile(list(times), MAKING_QUANTILE)) if times else self.media.chunk_s / 2
 
     def redo_s(self) -> float:
         """The time a regeneration must have before a send: the typical chunk time, with the margin."""
