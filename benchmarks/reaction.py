@@ -142,7 +142,7 @@ class Microphone:
     def __init__(self, client: SessionClient) -> None:
         self.client = client
         self.frames_sent = 0
-        self._queue: list[tuple[Sound, asyncio.Future[tuple[float, float]]]] = []
+        self._queue: list[tuple[np.ndarray, asyncio.Future[tuple[float, float]]]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Microphone:
@@ -155,9 +155,8 @@ class Microphone:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 
-    def play(self, sound: Sound) -> asyncio.Future[tuple[float, float]]:
-        """Resolves to (send time of the frame holding the sound's start, that frame's position in the sent
-        audio in ms)."""
+    def play(self, sound: np.ndarray) -> asyncio.Future[tuple[float, float]]:
+        """Resolves to (send time of the sound's first frame, its position in the sent audio in ms)."""
         future: asyncio.Future[tuple[float, float]] = asyncio.get_running_loop().create_future()
         self._queue.append((sound, future))
         return future
@@ -165,21 +164,18 @@ class Microphone:
     async def _run(self) -> None:
         start = time.monotonic()
         playing = np.zeros(0, dtype="<i2")
-        to_start = -1  # frames still to send before the one holding the playing sound's start
-        started: asyncio.Future[tuple[float, float]] | None = None
         while True:
             if (delay := start + self.frames_sent * FRAME_S - time.monotonic()) > 0:
                 await asyncio.sleep(delay)
+            started: asyncio.Future[tuple[float, float]] | None = None
             if playing.size == 0 and self._queue:
-                sound, started = self._queue.pop(0)
-                playing, to_start = sound.pcm, sound.begins // FRAME_SAMPLES
+                playing, started = self._queue.pop(0)
             frame = np.zeros(FRAME_SAMPLES, dtype="<i2")
             frame[: min(FRAME_SAMPLES, playing.size)] = playing[:FRAME_SAMPLES]
             playing = playing[FRAME_SAMPLES:]
             sent = await self.client.send_audio(frame.tobytes())
-            if to_start == 0 and started is not None:
+            if started is not None:
                 started.set_result((sent, self.frames_sent * FRAME_S * 1000.0))
-            to_start -= 1
             self.frames_sent += 1
 
 
@@ -222,7 +218,11 @@ async def fire(
     await asyncio.sleep(delay * clock_of(client).chunk_s)
     since = len(client.received.messages)
     if sound is not None:
-        sent, at_ms = await mic.play(sound)
+        sent, at_ms = await mic.play(sound.pcm)
+        # The frame holding the sound's start goes out this long after its first (the microphones send a
+        # frame every FRAME_S): the clock starts then.
+        lead_s = sound.begins // FRAME_SAMPLES * FRAME_S
+        sent, at_ms = sent + lead_s, at_ms + lead_s * 1000.0
         trial = Trial(kind, after_chunk, sent, sound.name)
         with contextlib.suppress(TimeoutError):
             heard = await client.wait_for(

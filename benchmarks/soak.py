@@ -36,13 +36,12 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from director import answer
-from reaction import Microphone, sounds
+from reaction import Microphone, Sound, sounds
 from served import rss_mib, served, session_url
 from soak_report import STALL_S, LateLog, Measured, Session, Soak, report
 
@@ -83,7 +82,7 @@ async def bystander(url: str, stop: asyncio.Event, stats: Counter[str], marks: l
 async def drive(
     client: SessionClient,
     mic: Microphone,
-    audio: dict[str, np.ndarray],
+    audio: dict[str, list[Sound]],
     seconds: float,
     seed: int,
     rewind_s: float,
@@ -100,7 +99,7 @@ async def drive(
         i = next(n)
         kind = ("speech", "clap", "gesture", "knock", "text", "gesture")[i % 6]
         if kind in audio:
-            await mic.play(audio[kind])
+            await mic.play(audio[kind][0].pcm)
         elif kind == "gesture":
             ids.append(await sent_input(client, {"type": "input.gesture", "gesture": rng.choice(GESTURES)}))
         else:
@@ -221,7 +220,7 @@ async def run_session(
     stats: Counter[str] = Counter()
     marks: list[float] = []
     # Piper makes the microphone's speech: in a thread, not on the loop that stamps frames.
-    audio = await asyncio.to_thread(sounds)
+    audio = await asyncio.to_thread(sounds, "synthetic")
     started = await client.start(director="llm", story="garden_gate", seed=args.seed)
     late_log.session = started["session_id"]
     watcher = asyncio.create_task(loop_stalls())
@@ -246,7 +245,7 @@ async def run_session(
 async def measure(
     client: SessionClient,
     mic: Microphone,
-    audio: dict[str, np.ndarray],
+    audio: dict[str, list[Sound]],
     base: str,
     args: argparse.Namespace,
 ) -> Measured:

@@ -35,6 +35,7 @@ from reaction import (
     first_chunk,
     last_frame_of,
     latency_table,
+    nth,
     sounds,
     voice_mouth_offset,
 )
@@ -73,13 +74,16 @@ async def session(transport: str, base: str, seed: int, **start: Any) -> AsyncIt
 
 
 async def reactions(transport: str, base: str, seed: int, rounds: int, gap: int) -> list[Trial]:
-    audio = sounds()
+    audio = sounds("real")
     waits = delays(seed, rounds, "random")
     trials: list[Trial] = []
     for kind in KINDS:
         async with session(transport, base, seed) as (client, mic):
             first = first_chunk(clock_of(client))
-            mine = [await fire(client, mic, kind, first + i * gap, audio, w) for i, w in enumerate(waits)]
+            mine = [
+                await fire(client, mic, kind, first + i * gap, nth(audio, kind, i), w)
+                for i, w in enumerate(waits)
+            ]
             await last_frame_of(client, mine[-1].after_chunk + gap // 2)
         for trial in mine:
             trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
