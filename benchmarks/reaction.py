@@ -94,9 +94,8 @@ REAL_CLIPS = {
     "knock": ["knock_a", "knock_b", "knock_c", "knock_train3"],
 }
 PEAK_DB = {"speech": -6.0, "clap": -8.0, "knock": -8.0}  # as the real-recording test scenes place them
-SPEECH_S = (
-    2.0  # a line is cut here (10 ms fade): its start is what is measured, and the next input is 2.5 s on
-)
+# A line is cut here (10 ms fade): its start is what is measured, and the next input is 2.5 s on.
+SPEECH_S = 2.0
 
 
 @dataclass(frozen=True)
