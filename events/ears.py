@@ -11,7 +11,8 @@
 - ``Threaded`` runs a slow listener (the transcriber: 0.1-0.5 s a segment) in its own thread, so it never
   holds up the others; its events come back through ``poll`` and take their place in the stream.
 - ``EarsService`` runs an ``Ears`` off the event loop in a worker thread and publishes its events to an
-  ``EventBus`` in the order they were made.
+  ``EventBus`` in the order they were made; the onset detector's hunches go to ``on_hunch`` on the loop
+  (before the events of the same frame), not to the bus.
 - ``listen_file`` runs the ears over a WAV file and yields what they hear (``onstage listen FILE.wav``).
 """
 
@@ -37,7 +38,7 @@ from events.bus import EventBus
 from events.errors import BadInput
 from events.levels import LevelConfig, LevelMeter
 from events.listener import Listener
-from events.onset import OnsetConfig, OnsetDetector
+from events.onset import OnsetConfig, OnsetDetector, OnsetHunch
 from events.stamp import Stamper
 from events.turn import TurnConfig, TurnDetector
 from events.vad import VadConfig, VoiceDetector
@@ -83,8 +84,9 @@ class Ears:
         listeners: list[Listener] = [self.vad]
         if cfg.levels is not None:
             listeners.append(LevelMeter(stamp, cfg.levels))
-        if cfg.onset is not None:
-            listeners.append(OnsetDetector(stamp, cfg.onset))
+        self.onset = OnsetDetector(stamp, cfg.onset) if cfg.onset is not None else None
+        if self.onset is not None:
+            listeners.append(self.onset)
         listeners.extend(extra)
         if cfg.turn is not None:
             listeners.append(TurnDetector(stamp, cfg.turn))
@@ -110,6 +112,10 @@ class Ears:
         for listener, events in made:
             self._spread(events, listener, out)
         return out + self.poll()
+
+    def hunches(self) -> list[OnsetHunch]:
+        """The onset detector's hunches since the last call (``OnsetHunch``; none without one)."""
+        return self.onset.take_hunches() if self.onset is not None else []
 
     def observe(self, event: Event) -> list[Event]:
         """Offer an event from outside the ears (a client's transcript) to the observing listeners; returns
@@ -272,6 +278,8 @@ class EarsService:
         self._publisher: asyncio.Task[None] | None = None
         self._push_lock = asyncio.Lock()
         self._closed = False
+        self.on_hunch: Callable[[OnsetHunch], None] | None = None
+        """Called on the loop with each of the onset detector's hunches (``OnsetHunch``), as it is told."""
 
     async def start(self) -> None:
         """Start the worker thread and the publishing task."""
@@ -340,6 +348,7 @@ class EarsService:
             try:
                 if kind == "frame":
                     events = self.ears.process(frame)
+                    self._tell(self.ears.hunches())
                 elif kind == "poll":
                     events = self.ears.poll()
                 else:
@@ -352,6 +361,13 @@ class EarsService:
                 self._room.acquire()
                 assert self._loop is not None and self._outbox is not None
                 self._loop.call_soon_threadsafe(self._outbox.put_nowait, events)
+
+    def _tell(self, hunches: list[OnsetHunch]) -> None:
+        tell = self.on_hunch
+        if hunches and tell is not None:
+            assert self._loop is not None
+            for hunch in hunches:
+                self._loop.call_soon_threadsafe(tell, hunch)
 
     async def _publish(self) -> None:
         assert self._outbox is not None

@@ -28,6 +28,10 @@ sound more than ``context_db`` louder than it.
 
 After an onset, ``refractory_ms`` pass before the next one. The event comes out ``confirm_ms`` plus one hop
 (65 ms) after the onset; its position is refined to the first sample of the rise.
+
+A hop that passes the candidate's tests as soon as it is heard (on the noise floor of that moment) is also
+told at once as an ``OnsetHunch``, and told again, ``dropped``, where it is judged not an onset: what a
+reaction may be prepared on during the confirmation, never what one is shown on.
 """
 
 from __future__ import annotations
@@ -51,6 +55,17 @@ TAIL = 4  # hops at the end of the confirmation whose mean power must have decay
 
 def _mean_db(levels: list[float]) -> float:
     return 10.0 * math.log10(sum(10.0 ** (x / 10.0) for x in levels) / len(levels))
+
+
+class OnsetHunch(msgspec.Struct, frozen=True, kw_only=True):
+    """A candidate onset as soon as it is heard, ``confirm_ms`` before it is judged: ``dropped`` once it is
+    judged not an onset (one that is comes as ``SoundOnset``). Not an event: nothing is published on it."""
+
+    audio_ms: float
+    """Where its hop begins in the stream."""
+    strength_db: float
+    """Its hop's height above the noise floor."""
+    dropped: bool = False
 
 
 class OnsetConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -117,11 +132,18 @@ class OnsetDetector:
         self._count = 0  # complete hops
         self._floor: float | None = None
         self._quiet_until = 0  # first hop that may be an onset again
+        self._hunched: deque[int] = deque()  # hops told as hunches, not judged yet
+        self._hunches: list[OnsetHunch] = []
 
     @property
     def floor_db(self) -> float | None:
         """The current noise floor (dBFS of one hop), None before the first hop."""
         return self._floor
+
+    def take_hunches(self) -> list[OnsetHunch]:
+        """The hunches told since the last call, in order (``OnsetHunch``)."""
+        hunches, self._hunches = self._hunches, []
+        return hunches
 
     def feed(self, samples: np.ndarray) -> list[Event]:
         """Take the next samples (float32, 16 kHz mono) and return the onsets they confirm."""
@@ -152,7 +174,28 @@ class OnsetDetector:
             self._hops.append(hop.copy())  # the caller may reuse its buffer
             self._hops.popleft()
             self._count += 1
+            self._hunch()
             self._judge(events)
+
+    def _hunch(self) -> None:
+        """Tell the hop just heard as a hunch if it passes a candidate's tests already: on the floor as it is
+        now, and its attack taken as its own level (the hop after it is not heard yet)."""
+        cfg = self.config
+        h, db, n = self._count - 1, self._db, len(self._db) - 1
+        if self._floor is None or h < self._quiet_until:
+            return
+        if self._hunched and h < self._hunched[-1] + self._refractory:
+            return  # the bursts of one clap: the first one's hunch stands for them
+        level = db[n]
+        if (
+            level >= cfg.min_level_db
+            and level - self._floor >= cfg.above_floor_db
+            and level - max(db[n - 1 - i] for i in range(1, HISTORY + 1)) >= cfg.jump_db
+            and level >= max(db[i] for i in range(n - self._context - 1, n - 1)) - cfg.context_db
+        ):
+            self._hunched.append(h)
+            audio_ms = h * self._hop * 1000.0 / SAMPLE_RATE
+            self._hunches.append(OnsetHunch(audio_ms=audio_ms, strength_db=level - self._floor))
 
     def _judge(self, events: list[Event]) -> None:
         """Judge the hop ``confirm`` hops back (its history and its aftermath are now known)."""
@@ -160,6 +203,7 @@ class OnsetDetector:
         c = self._count - 1 - self._confirm
         if c < 0:
             return
+        told = len(events)
         db = self._db
         k = self._context + 1  # where the candidate sits in db; k - 1 may hold the start of its rise
         level = db[k]
@@ -187,6 +231,7 @@ class OnsetDetector:
                     self._stamp(SoundOnset, audio_ms=at * 1000.0 / SAMPLE_RATE, strength_db=attack - floor)
                 )
                 self._quiet_until = c + self._refractory
+        self._drop_hunches(c, onset=len(events) > told)
         # The floor learns from the judged hop: at once if quieter, slowly if louder, and not from an impulse.
         if level < floor:
             self._floor = max(level, FLOOR_MIN_DB)
@@ -195,6 +240,18 @@ class OnsetDetector:
         else:
             self._floor = floor
 
+    def _drop_hunches(self, c: int, *, onset: bool) -> None:
+        """Hop ``c`` is judged: an onset there answers the hunches of the hops around it (the floor a hunch
+        was heard on may put the rise a hop or two away); a hunch no onset came near is dropped."""
+        while self._hunched and (onset or self._hunched[0] < c - HISTORY):
+            h = self._hunched[0]
+            if onset and h > c + HISTORY:
+                break
+            self._hunched.popleft()
+            if not (onset and h >= c - HISTORY):
+                audio_ms = h * self._hop * 1000.0 / SAMPLE_RATE
+                self._hunches.append(OnsetHunch(audio_ms=audio_ms, strength_db=0.0, dropped=True))
+
     def _refine(self, c: int, floor: float) -> int:
         """The first sample of the rise, within the candidate hop and the one before it."""
         x = np.abs(np.concatenate((self._hops[0], self._hops[1])))
@@ -202,5 +259,7 @@ class OnsetDetector:
         return (c - 1) * self._hop + int(np.argmax(x >= threshold))
 
     def flush(self) -> list[Event]:
-        """End the stream. Onsets still being confirmed need the hops that follow them: none is reported."""
+        """End the stream. Onsets still being confirmed need the hops that follow them: none is reported (and
+        their hunches are dropped)."""
+        self._drop_hunches(self._count + HISTORY, onset=False)
         return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import tracemalloc
@@ -16,6 +17,7 @@ from scipy.io import wavfile
 from events.bus import EventBus, Overflow
 from events.ears import Ears, EarsConfig, EarsService, Threaded, listen_file, read_wav
 from events.errors import BadInput
+from events.onset import OnsetHunch
 from events.stamp import Stamper
 from events.turn import TurnConfig
 from events.vocabulary import (
@@ -223,6 +225,40 @@ async def test_the_service_publishes_what_the_ears_hear_in_order(scene):
     # The bus hands control events out before pending levels, so compare each kind's own sequence.
     assert by_kind(published) == by_kind(feed_all(Ears(Stamper("t")), pcm, 320))
     check_truth(published, truth)
+
+
+async def test_the_service_tells_each_onset_as_a_hunch_on_the_loop_before_it_is_published(scene):
+    audio, _ = scene
+    bus = EventBus()
+    sub = bus.subscribe(SoundOnset, maxsize=100_000, overflow=Overflow.BLOCK)
+    log: list[OnsetHunch | Event] = []  # in the order the loop saw them
+    loop = threading.get_ident()
+
+    def hunch(h: OnsetHunch) -> None:
+        assert threading.get_ident() == loop
+        log.append(h)
+
+    async def published() -> None:
+        log.extend([event async for event in sub])
+
+    reading = asyncio.create_task(published())
+    async with EarsService(Ears(Stamper("t")), bus) as service:
+        service.on_hunch = hunch
+        for i in range(0, audio.size, 320):
+            await service.push(sounds.to_pcm16(audio[i : i + 320]))
+    bus.close()
+    await reading
+    onsets = [i for i, e in enumerate(log) if isinstance(e, SoundOnset)]
+    assert len(onsets) == 3
+    for i in onsets:
+        onset = log[i]
+        assert isinstance(onset, SoundOnset)
+        hunched = [
+            j
+            for j, h in enumerate(log)
+            if isinstance(h, OnsetHunch) and abs(h.audio_ms - onset.audio_ms) <= 20
+        ]
+        assert len(hunched) == 1 and hunched[0] < i and not log[hunched[0]].dropped  # type: ignore[union-attr]
 
 
 async def test_a_slow_listener_in_its_own_thread_never_holds_up_the_others(scene):

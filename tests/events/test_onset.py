@@ -1,6 +1,9 @@
-"""The onset detector on synthetic knocks and claps, over silence, room tone and steady noise; and speech."""
+"""The onset detector on synthetic knocks and claps, over silence, room tone and steady noise; and speech;
+and its hunches on the real recordings."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ from events.onset import OnsetConfig, OnsetDetector
 from events.stamp import Stamper
 from events.vocabulary import SoundOnset
 from tests import sounds
+from tests.support import sound_set
 from tests.support.events import only
 
 BACKGROUNDS = {"silence": 0.0, "room_tone": 0.003, "steady_noise": 0.02}
@@ -113,3 +117,54 @@ def test_strength_is_the_height_above_the_noise_floor():
 def test_config_refuses_impossible_settings(fields):
     with pytest.raises(ValueError):
         OnsetConfig(**fields)
+
+
+def told(audio: np.ndarray, frame: int = 320) -> list[tuple[float, str, float]]:
+    """(stream ms when told, what, its audio_ms) for every hunch, dropped hunch and onset, in order."""
+    detector = OnsetDetector(Stamper("t"))
+    out: list[tuple[float, str, float]] = []
+    for i in range(0, audio.size, frame):
+        events = only(SoundOnset, detector.feed(audio[i : i + frame]))
+        now = (i + frame) * 1000 / sounds.RATE
+        out += [(now, "dropped" if h.dropped else "hunch", h.audio_ms) for h in detector.take_hunches()]
+        out += [(now, "onset", e.audio_ms) for e in events]
+    detector.flush()
+    out += [(math.inf, "dropped" if h.dropped else "hunch", h.audio_ms) for h in detector.take_hunches()]
+    return out
+
+
+def test_the_real_onsets_were_hunches_a_confirmation_earlier():
+    # What a reaction is prepared on: the knocks and claps of the real set, and their hunches 60 ms sooner
+    # (106 of 107 here: one knock in the fan's noise rose above the floor only as it was 60 ms later). The
+    # detector tells "dropped" once no onset came near a hunch, so a hunch still open can become the onset.
+    onsets, early = 0, []
+    for name in sound_set.SCENES:
+        open_: dict[float, float] = {}  # hunch audio_ms -> when told
+        for now, what, at in told(sound_set.scene(name).audio):
+            if what == "hunch":
+                open_[at] = now
+            elif what == "dropped":
+                del open_[at]
+            else:
+                onsets += 1
+                near = [h for h in open_ if abs(h - at) <= 4 * 5.0]  # the rise is refined within two hops
+                assert len(near) <= 1, (name, at, sorted(open_))
+                early += [now - open_.pop(h) for h in near]
+        assert not open_, name  # every hunch answered, by an onset or dropped
+    assert len(early) >= 0.97 * onsets, (len(early), onsets)
+    assert min(early) >= OnsetConfig().confirm_ms - 5.0, early
+
+
+def test_silence_steady_noise_and_speech_give_no_hunch_that_is_not_dropped():
+    speech = sounds.speech("Please tell me a story about a dragon.", sampling_noise=False)
+    audio = np.concatenate([sounds.silence(0.5), speech, sounds.silence(0.5)])
+    audio += background("room_tone", audio.size / sounds.RATE)
+    noise = background("steady_noise", 2.0)
+    for clip in (audio, noise, sounds.silence(1.0)):
+        log = told(clip)
+        assert [what for _, what, _ in log if what != "dropped"] == [
+            what for _, what, _ in log if what == "hunch"
+        ]
+        assert sorted(at for _, what, at in log if what == "hunch") == sorted(
+            at for _, what, at in log if what == "dropped"
+        )
