@@ -47,7 +47,7 @@ from .backend import (
 from .busy import BusyMeter
 from .condition import ChunkCondition, ConditionError
 from .pool import Claimed, GeneratorLoad, LocalWorkers, Resumable, ThreadLoad, load_of, median_s
-from .producer import Producer, settle_many
+from .producer import Ahead, Producer, settle_many
 from .runtime import SessionSnapshot
 from .worker import WorkerMoved, timed
 
@@ -323,6 +323,18 @@ class LaneWorker:
         done = timed(finish, self.lane.finish_s)
         future = self.call(lambda: self.producer.splice(chunk, cond, cancel, done, self.finish_times))
         return await asyncio.wrap_future(future)
+
+    async def foresee(
+        self, chunk: int, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T, Ahead] | None:
+        """``splice``'s frames (alone) with every chunk left as it was (``Producer.foresee``)."""
+        done = timed(finish, self.lane.finish_s)
+        future = self.call(lambda: self.producer.foresee(chunk, cond, cancel, done, self.finish_times))
+        return await asyncio.wrap_future(future)
+
+    async def adopt(self, ahead: Ahead) -> bool:
+        """Make a splice made ahead the one done, if still valid (``Producer.adopt``)."""
+        return await self._call(lambda: self.producer.adopt(ahead))
 
     async def capture(self) -> SessionSnapshot | bytes:
         """The state now (every chunk produced), for the story store."""

@@ -4,6 +4,8 @@
     jpegs = producer.produce(cond, cancel, encode, finish_times)   # the frames; the chunk is held
     jpegs = producer.replace(cond, cancel, encode, finish_times)   # the held chunk again, under cond
     jpegs = producer.splice(k, cond, cancel, encode, finish_times) # chunk k again; the ones after it dropped
+    jpegs, ahead = producer.foresee(k, cond, cancel, encode, ...)  # the same, nothing changed ...
+    producer.adopt(ahead)                                          # ... until it is wanted (if still valid)
     producer.produce(...)                                          # commits the held chunk, then the next
     state = producer.capture()                                     # commits what is held first
 
@@ -27,6 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -36,6 +39,17 @@ from .condition import ChunkCondition
 from .runtime import SessionSnapshot
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """A splice made ahead (``Producer.foresee``): chunk ``chunk`` made again as ``pending`` on ``base``, the
+    state before it, in the producer's history ``era``."""
+
+    chunk: int
+    base: object
+    pending: Pending
+    era: int
 
 
 class Producer:
@@ -48,6 +62,13 @@ class Producer:
         """The chunk produced last, its frames out, not yet committed (None once committed)."""
         self.commit_s = 0.0
         """Seconds spent committing held chunks since ``take_commit_s`` was last asked."""
+        self.era = 0
+        """Counts the times the chunks produced were rewritten (a splice, a rollback, a restore): a splice
+        made ahead is adopted only in the era it was made in."""
+        self._base: tuple[int, int, object] | None = None
+        """(chunk, era, the state before it) from the last ``foresee`` that rolled back: what a splice of
+        that chunk starts from (``foresee`` put the state back by a restore, which leaves nothing to roll
+        back)."""
 
     @property
     def index(self) -> int:
@@ -117,13 +138,60 @@ class Producer:
         back = self.session.index - chunk  # committed chunks to undo (none where it is the one held)
         before = self.session.snapshot() if back else None
         if back:
-            self.session.rollback(back)
+            self._back_to(chunk, back)
         out = self._generate(cond, cancel, finish, finish_times)
         if out is None:
             if before is not None:
                 self.session.restore(before)
             self.held = dropped  # generated from the state restored
+        else:
+            self.era += 1
         return out
+
+    def foresee(
+        self,
+        chunk: int,
+        cond: ChunkCondition,
+        cancel: threading.Event,
+        finish: Callable[[np.ndarray], T],
+        finish_times: deque[float],
+    ) -> tuple[T, Ahead] | None:
+        """Chunk ``chunk`` again under ``cond``, as ``splice`` would make it, with every chunk left as it
+        was: its frames, and the splice for ``adopt`` (a reaction prepared on an input not yet certain).
+        None when ``cancel`` was set before it was denoised."""
+        held, era = self.held, self.era
+        back = self.session.index - chunk
+        before = self.session.snapshot() if back else None
+        try:
+            if back:
+                self._back_to(chunk, back)
+            base = self.session.snapshot()
+            if back:
+                self._base = (chunk, era, base)
+            pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
+            out = self._finish(pending, cancel, finish, finish_times)
+            return None if out is None or pending is None else (out, Ahead(chunk, base, pending, era))
+        finally:
+            if before is not None:
+                self.session.restore(before)
+            self.held = held
+
+    def _back_to(self, chunk: int, back: int) -> None:
+        """The session's state as it was before ``chunk``, ``back`` committed chunks ago."""
+        if self._base is not None and self._base[:2] == (chunk, self.era):
+            self.session.restore(self._base[2])
+        else:
+            self.session.rollback(back)
+
+    def adopt(self, ahead: Ahead) -> bool:
+        """Make the splice ``foresee`` made the one done (as ``splice`` leaves it: that chunk held, the ones
+        after it forgotten), if no chunk before it has been rewritten since; whether it was."""
+        if ahead.era != self.era or self.index < ahead.chunk:
+            return False
+        self.session.restore(ahead.base)
+        self.held = ahead.pending
+        self.era += 1
+        return True
 
     def _generate(
         self,
@@ -154,6 +222,7 @@ class Producer:
 
     def rollback(self, k: int) -> None:
         """Forget the last ``k`` chunks produced (the held one first)."""
+        self.era += 1
         if k > 0 and self.held is not None:
             self.held, k = None, k - 1
         self.session.rollback(k)
@@ -165,6 +234,7 @@ class Producer:
 
     def restore(self, snap: object) -> None:
         """Continue from a snapshot (the held chunk is dropped, but only once the snapshot is taken)."""
+        self.era += 1
         self.session.restore(snap)
         self.held = None
 

@@ -37,7 +37,7 @@ import torch
 from .backend import Backend, BackendManifest, BackendSession
 from .busy import BusyMeter
 from .condition import ChunkCondition
-from .producer import Producer
+from .producer import Ahead, Producer
 from .runtime import SessionSnapshot
 
 T = TypeVar("T")
@@ -150,6 +150,17 @@ class GeneratorWorker(Protocol):
         """Generator chunk ``chunk`` again under ``cond``, the chunks produced after it forgotten (``produce``
         makes the next one again): a reaction shown in the frames of a chunk already playing. None, and every
         chunk as it was, if cancelled or where the worker cannot splice."""
+        ...
+
+    async def foresee(
+        self, chunk: int, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T, Ahead] | None:
+        """What ``splice`` would make, with every chunk left as it was (``Producer.foresee``): its frames
+        and the splice for ``adopt``. None if cancelled or where the worker cannot splice."""
+        ...
+
+    async def adopt(self, ahead: Ahead) -> bool:
+        """Make a splice ``foresee`` made the one done, if no chunk before it was made again since."""
         ...
 
     async def capture(self) -> SessionSnapshot | bytes:
@@ -276,6 +287,16 @@ class ModelWorker:
         cancelled, every chunk stands."""
         return await self._call(self._splice, chunk, cond, cancel, finish)
 
+    async def foresee(
+        self, chunk: int, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T, Ahead] | None:
+        """``splice``'s frames with every chunk left as it was (``Producer.foresee``)."""
+        return await self._call(self._foresee, chunk, cond, cancel, finish)
+
+    async def adopt(self, ahead: Ahead) -> bool:
+        """Make a splice made ahead the one done, if still valid (``Producer.adopt``)."""
+        return await self._call(self.producer.adopt, ahead)
+
     async def rollback(self, k: int) -> None:
         """Forget the last k chunks produced."""
         await self._call(lambda: self.producer.rollback(k))
@@ -327,6 +348,12 @@ class ModelWorker:
     ) -> T | None:
         finish = timed(finish, self.callback_times)
         return self.producer.splice(chunk, cond, cancel, finish, self.finish_times)
+
+    def _foresee(
+        self, chunk: int, cond: ChunkCondition, cancel: threading.Event, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T, Ahead] | None:
+        finish = timed(finish, self.callback_times)
+        return self.producer.foresee(chunk, cond, cancel, finish, self.finish_times)
 
     def _capture(self) -> SessionSnapshot | bytes:
         return self.producer.capture()

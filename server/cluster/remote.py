@@ -34,6 +34,7 @@ from server.cluster.slot import GeneratorSlot, SlotClaim
 from streaming_model.backend import BackendManifest
 from streaming_model.condition import ChunkCondition
 from streaming_model.pool import Claimed, NoFreeSlot, Resumable
+from streaming_model.producer import Ahead
 from streaming_model.worker import Cancel, WorkerMoved
 
 T = TypeVar("T")
@@ -138,6 +139,16 @@ class RemoteWorker:
         """None: a cluster's slot does not splice (the state it last saved may hold the chunk a splice would
         make again)."""
         return None
+
+    async def foresee(
+        self, chunk: int, cond: ChunkCondition, cancel: Cancel, finish: Callable[[np.ndarray], T]
+    ) -> tuple[T, Ahead] | None:
+        """None: a cluster's slot does not splice."""
+        return None
+
+    async def adopt(self, ahead: Ahead) -> bool:
+        """False: a cluster's slot makes no splice ahead."""
+        return False
 
     async def capture(self) -> bytes:
         """The committed state, as the backend's portable bytes."""

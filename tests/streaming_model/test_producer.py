@@ -151,3 +151,56 @@ def test_a_splice_of_the_held_chunk_itself_is_a_plain_regeneration() -> None:
     spliced = p.splice(0, JUMP, threading.Event(), copy, deque())
     assert calls_since(backend, n) == ["generate", "decode"]
     assert spliced is not None and np.array_equal(spliced, direct(backend.backend, [JUMP])[0])
+
+
+def test_a_splice_foreseen_leaves_every_chunk_as_it_was() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    made(p, NOD)  # chunk 2 held, chunk 1 playing
+    foreseen = p.foresee(1, JUMP, threading.Event(), copy, deque())
+    assert foreseen is not None and np.array_equal(foreseen[0], direct(backend.backend, [WAVE, JUMP])[1])
+    assert (p.index, p.session.index) == (3, 2) and p.held is not None
+    assert np.array_equal(made(p, SIT), direct(backend.backend, [WAVE, NOD, NOD, SIT])[3])
+
+
+def test_a_splice_foreseen_and_adopted_is_the_splice_even_after_the_next_chunk_was_made() -> None:
+    # Prepared while chunk 2 waits; the input is confirmed after chunk 3 was made: adopting it is splicing.
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    made(p, NOD)
+    foreseen = p.foresee(2, JUMP, threading.Event(), copy, deque())  # the held chunk itself
+    assert foreseen is not None
+    made(p, NOD)
+    assert p.adopt(foreseen[1])
+    assert (p.index, p.session.index) == (3, 2)  # as a splice of chunk 2 leaves it
+    expected = direct(backend.backend, [WAVE, NOD, JUMP, SIT])
+    assert np.array_equal(foreseen[0], expected[2]) and np.array_equal(made(p, SIT), expected[3])
+
+
+def test_a_splice_foreseen_is_not_adopted_once_a_chunk_before_it_was_made_again() -> None:
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    made(p, NOD)
+    foreseen = p.foresee(2, JUMP, threading.Event(), copy, deque())
+    assert foreseen is not None
+    spliced = p.splice(1, SIT, threading.Event(), copy, deque())  # another input, spliced into chunk 1
+    assert spliced is not None and np.array_equal(spliced, direct(backend.backend, [WAVE, SIT])[1])
+    assert not p.adopt(foreseen[1])
+    assert np.array_equal(made(p, NOD), direct(backend.backend, [WAVE, SIT, NOD])[2])
+
+
+def test_a_splice_after_one_foreseen_for_another_condition_starts_from_the_same_state() -> None:
+    # Foreseeing rolls back and restores, which leaves nothing to roll back: the splice starts from the
+    # state the foresight kept.
+    backend, p = producer()
+    made(p, WAVE)
+    made(p, NOD)
+    made(p, NOD)
+    assert p.foresee(1, JUMP, threading.Event(), copy, deque()) is not None
+    spliced = p.splice(1, SIT, threading.Event(), copy, deque())
+    expected = direct(backend.backend, [WAVE, SIT, NOD])
+    assert spliced is not None and np.array_equal(spliced, expected[1])
+    assert np.array_equal(made(p, NOD), expected[2])
