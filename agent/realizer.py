@@ -327,6 +327,24 @@ class Realizer:
             raise ValueError(f"only the last ticked chunk {self._last_k} can be re-decided, not {k}")
         return self._redecision.propose(lambda: self.tick(k))
 
+    def foresee(self, k: int, imagine: Callable[[], object]) -> ChunkOutput:
+        """Chunk ``k`` (the last ticked) as a re-decision would decide it after ``imagine`` (a reflex
+        answering an input that is only expected), and nothing of it kept: the realizer is as it was before,
+        nothing reported, nothing submitted."""
+        self._redecision.check_closed()
+        before, causes = copy.deepcopy(self._fields()), copy.deepcopy(self._causes)
+        self._reporter.hold()
+        try:
+            imagine()
+            self._reporter.release()
+            proposal = self.propose(k)
+            self.discard(proposal)
+            return proposal.output
+        finally:
+            self._reporter.release()
+            self._restore_fields(before)
+            self._causes = causes
+
     def commit(self, proposal: Proposal) -> ChunkOutput:
         """Make ``proposal`` the decision of its chunk: what it reported is published now."""
         return self._redecision.commit(proposal)

@@ -135,6 +135,16 @@ class ReflexPolicy:
             self._decline("no_reaction", f"no reflex answers this {type(event).__struct_config__.tag}")
         return answer
 
+    def imagine(self, event: Event) -> None:
+        """React to ``event`` as ``on_event`` would, then forget having reacted (cooldowns, declines, the
+        listening pose): for ``Realizer.foresee``, which forgets what was submitted."""
+        kept = (dict(self._last), dict(self.declined), self._listening, self._event_id)
+        try:
+            self._event_id = event.id
+            self._react(event)
+        finally:
+            self._last, self.declined, self._listening, self._event_id = kept
+
     def _react(self, event: Event) -> Submission | None:
         c = self.config
         if isinstance(event, SpeechStarted) and c.attentive:

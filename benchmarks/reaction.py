@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/reaction.py --sounds synthetic   # the sounds made here (before 2026-12-07)
     .venv/bin/python benchmarks/reaction.py --url ws://127.0.0.1:8765/v1/session
     .venv/bin/python benchmarks/reaction.py --minutes 10         # the long run: timing and A/V offset
+    .venv/bin/python benchmarks/reaction.py --kinds knock clap --foresee both  # onsets foreseen, and not
 
 Reaction: from sending an input to receiving the first video frame whose ``reflects`` names its event.
 For gestures and text the event id comes from ``input.accepted``; for sounds played into the microphone
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from served import served, session_url
+from served import served, session_counters, session_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not installed: the repository's
 
@@ -262,9 +263,26 @@ async def session(url: str, seed: int, splice: bool) -> AsyncIterator[tuple[Sess
     await asyncio.sleep(0.5)  # past the local server's resume grace: its session is gone before the next
 
 
+@dataclass
+class Run:
+    """One kind's session: its inputs, what the client received, and the server's counters of it at its
+    end (``/metrics``; empty for a server given by ``--url``)."""
+
+    trials: list[Trial]
+    received: Received
+    counters: dict[str, float]
+
+
 async def run_kind(
-    url: str, seed: int, kind: str, gap: int, audio: dict[str, list[Sound]], waits: list[float], splice: bool
-) -> tuple[list[Trial], Received]:
+    url: str,
+    seed: int,
+    kind: str,
+    gap: int,
+    audio: dict[str, list[Sound]],
+    waits: list[float],
+    splice: bool,
+    base: str | None,
+) -> Run:
     """A session with an input of ``kind`` per delay in ``waits``, the first after ``first_chunk``."""
     async with session(url, seed, splice) as (client, mic):
         trials = []
@@ -272,9 +290,20 @@ async def run_kind(
         for i, wait in enumerate(waits):
             trials.append(await fire(client, mic, kind, first + i * gap, nth(audio, kind, i), wait))
         await last_frame_of(client, trials[-1].after_chunk + gap // 2)
+        counters = await asyncio.to_thread(session_counters, base) if base else {}
     for trial in trials:
         trial.frame = client.received.first_reflecting(trial.event_id) if trial.event_id else None
-    return trials, client.received
+    return Run(trials, client.received, counters)
+
+
+def splice_table(runs: dict[str, Run]) -> list[str]:
+    """Per kind: chunks spliced, and the splices prepared on onsets' hunches (shown, undone)."""
+    rows = ["| input | spliced | prepared on a hunch | shown | undone |", "|---|---:|---:|---:|---:|"]
+    for kind, run in runs.items():
+        c = run.counters
+        names = ("spliced_total", "foreseen_total", "foreseen_shown_total", "foreseen_undone_total")
+        rows.append(f"| {kind} | " + " | ".join(f"{c[n]:.0f}" if n in c else "-" for n in names) + " |")
+    return rows
 
 
 async def reference(url: str, seed: int, through_chunk: int) -> dict[tuple[int, int], bytes]:
@@ -342,11 +371,12 @@ async def reaction_run(
     splice: bool,
     kinds: tuple[str, ...] = KINDS,
     source: str = "real",
+    base: str | None = None,
 ) -> None:
     audio = sounds(source)
     waits = delays(seed, rounds, phase)
-    results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice) for kind in kinds}
-    firsts = {kind: (trials[0], received) for kind, (trials, received) in results.items()}
+    results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice, base) for kind in kinds}
+    firsts = {kind: (run.trials[0], run.received) for kind, run in results.items()}
     first = min(t.after_chunk for t, _ in firsts.values())
     reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
     through = max(reacting, default=first) + 3
@@ -355,7 +385,7 @@ async def reaction_run(
     # reacting frame proves nothing about the input.
     again = await reference(url, seed, through)
     unstable = min((at for at, jpeg in ref.items() if again.get(at, jpeg) != jpeg), default=None)
-    trials = [t for ts, _ in results.values() for t in ts]
+    trials = [t for run in results.values() for t in run.trials]
     when = (
         "all at the worst moment" if phase == "worst" else "the first at the worst moment, the rest at random"
     )
@@ -369,6 +399,12 @@ async def reaction_run(
     print("\n".join(latency_table(trials)))
     if source == "real":
         print("\n".join(["", "By recording:", "", *sound_table(trials)]))
+    if base is not None:
+        print(
+            "\n".join(
+                ["", "The server's splices (its counters at each session's end):", "", *splice_table(results)]
+            )
+        )
     print(f"\n## Determinism: the first input of each kind, sent after chunk {first}, vs. no input\n")
     if unstable is None:
         print(f"Two sessions without input agree on every frame through chunk {through}.\n")
@@ -473,8 +509,11 @@ async def long_run(
 
 
 # Two sessions at once (a measured one and its reference); a short resume grace, so that a finished session
-# stops generating before the next one is measured.
+# stops generating before the next one is measured. Onsets foreseen or not (``--foresee``).
 SERVER_CONFIG = """
+[server]
+foresee_onsets = {foresee}
+
 [server.limits]
 admission = "ceiling"  # admission is not what is measured here
 max_sessions = 2
@@ -483,16 +522,25 @@ resume_grace_s = 0.2
 
 
 async def main(args: argparse.Namespace) -> None:
-    async with contextlib.AsyncExitStack() as stack:
-        url = args.url or session_url(await stack.enter_async_context(served(SERVER_CONFIG)))
-        splices = {"on": [True], "off": [False], "both": [True, False]}[args.splice]
-        for splice in splices:
-            if args.minutes:
-                await long_run(url, args.seed, args.minutes, args.gap, args.phase, splice, args.sounds)
-            else:
-                await reaction_run(
-                    url, args.seed, args.rounds, args.gap, args.phase, splice, tuple(args.kinds), args.sounds
+    arms = {"on": [True], "off": [False], "both": [True, False]}
+    for foresee in [None] if args.url else arms[args.foresee]:
+        async with contextlib.AsyncExitStack() as stack:
+            base = None
+            if foresee is not None:
+                print(
+                    f"# Onsets {'foreseen' if foresee else 'not foreseen'} (`foresee_onsets = {foresee}`)\n"
                 )
+                config = SERVER_CONFIG.format(foresee=str(foresee).lower())
+                base = await stack.enter_async_context(served(config))
+            url = args.url or session_url(base or "")
+            for splice in arms[args.splice]:
+                if args.minutes:
+                    await long_run(url, args.seed, args.minutes, args.gap, args.phase, splice, args.sounds)
+                else:
+                    kinds = tuple(args.kinds)
+                    await reaction_run(
+                        url, args.seed, args.rounds, args.gap, args.phase, splice, kinds, args.sounds, base
+                    )
 
 
 if __name__ == "__main__":
@@ -532,5 +580,12 @@ if __name__ == "__main__":
         default="on",
         help="whether the sessions ask for reactions spliced into the chunk playing (session.start splice, "
         "as the browser page does); both: a run of each, spliced first",
+    )
+    parser.add_argument(
+        "--foresee",
+        choices=("on", "off", "both"),
+        default="on",
+        help="whether the server prepares an onset's splice on its hunch ([server] foresee_onsets); both: "
+        "a server of each in turn, foreseeing first (not with --url: that server decides)",
     )
     asyncio.run(main(parser.parse_args()))

@@ -143,6 +143,24 @@ _CONDUCTOR_SERIES: tuple[_SessionSeries, ...] = (
         "Chunks made again while they played: a reaction spliced into their frames not yet sent.",
         lambda s: s.conductor.spliced,
     ),
+    (
+        "counter",
+        "onstage_session_foreseen",
+        "Splices prepared on an onset's hunch while it was being confirmed (server.core.foresight).",
+        lambda s: s.conductor.foreseen.started,
+    ),
+    (
+        "counter",
+        "onstage_session_foreseen_shown",
+        "Splices prepared on a hunch whose onset was confirmed, and shown.",
+        lambda s: s.conductor.foreseen.used,
+    ),
+    (
+        "counter",
+        "onstage_session_foreseen_undone",
+        "Splices prepared on a hunch and undone: the hunch was dropped, or the chunk went on without it.",
+        lambda s: s.conductor.foreseen.dropped,
+    ),
     ("counter", "onstage_session_chunks_sent", "Chunks sent.", lambda s: s.conductor.chunks_sent),
     (
         "counter",

@@ -200,6 +200,7 @@ async def _session_factory(config: ServerConfig, config_path: Path | None) -> Se
     from events.ears import EarsConfig
     from events.hearing import Hearing
     from events.transcriber import TranscriberConfig, WhisperConfig
+    from server.core.conductor import ConductorConfig
     from server.sessions import SessionDefaults, SessionFactory, server_turn
     from streaming_model.backends import open_backend
     from streaming_model.lanes import in_process
@@ -232,6 +233,7 @@ async def _session_factory(config: ServerConfig, config_path: Path | None) -> Se
         hearing=hearing or Hearing(transcripts=transcripts, speculate=config.speculative_transcripts),
         ears=EarsConfig(turn=server_turn(config.punctuated_silence_ms)),
         speech=config.speech(),
+        conductor=ConductorConfig(aligned=workers.batching, foresee=config.foresee_onsets),
     )
 
 

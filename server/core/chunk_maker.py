@@ -27,7 +27,8 @@ it is made again on the new one. So a reaction waits for the next frame a regene
 the next chunk. It is tried only where the chunk after it can still be made for its send
 (``ChunkSchedule.splice_from``); a splice still denoising when that stops being so is abandoned, and
 every chunk stands. Another urgent event that changes the decision while a splice denoises is spliced
-as soon as that splice is made, before the chunk after it is made again.
+as soon as that splice is made, before the chunk after it is made again. A splice prepared on an onset's
+hunch while it was being confirmed (``server.core.foresight``) is taken where the re-decision asks for it.
 """
 
 from __future__ import annotations
@@ -44,12 +45,15 @@ import msgspec
 from agent.handover import Handover
 from agent.story.player import StoryPlayer
 from events.bus import EventBus
+from events.onset import OnsetHunch
 from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
+from server.core.foresight import Foresight
 from server.core.media_out import MediaOut
 from server.core.schedule import ChunkSchedule
 from server.core.urgent import Urgent, UrgentInputs, VoiceReady
 from server.media import encode_frames
+from streaming_model.condition import ChunkCondition
 from streaming_model.worker import Cancel, GeneratorWorker
 
 SETTLE_TIMEOUT_S = 0.05
@@ -76,6 +80,7 @@ class ChunkMaker:
         jpeg_quality: int,
         replaces: bool,
         redirect: bool,
+        confirm_s: float,
     ) -> None:
         self.worker = worker
         self.schedule = schedule
@@ -102,11 +107,16 @@ class ChunkMaker:
         """Events a re-decision committed whose replacement came too late: the next chunk reflects them."""
         self._missed: set[str] = set()
         """Events that came too late to re-decide the chunk they woke: the next decision reflects them."""
+        self.foresight = Foresight(worker, schedule, decider, media, self._encode, confirm_s)
 
     async def replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
         """Hold a generated chunk until ``hand_at``; an urgent event that changes its decision while a
         regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
         while (event := await self.urgent.until(hand_at)) is not None:
+            if isinstance(event, OnsetHunch):
+                if self.splices:
+                    self.foresight.hunch(event, chunk)
+                continue
             redo = await self._redecide(event, chunk, regenerate=self.replaces)
             if redo is None:
                 continue
@@ -144,6 +154,9 @@ class ChunkMaker:
         assert redo.out is not None
         try:
             await self._keep_minds()
+            jpegs = await self.foresight.take(chunk.index, chunk.gen_chunk, redo.out.condition)
+            if jpegs is not None:  # made ahead, on an onset's hunch
+                return self._made_again(chunk, redo, jpegs, ())
             jpegs = await self.worker.replace(redo.out.condition, cancel, self._encode)
         finally:
             timer.cancel()
@@ -192,26 +205,18 @@ class ChunkMaker:
         shown: tuple[str, ...] | None = None  # once a splice's frames went to the sender
         while True:
             unsent = self.media.unsent(playing)
-            if unsent is None or self.schedule.splice_from(playing.index, unsent, frames) is None:
+            made_in = 0.0 if self.foresight.ready(playing.index) else None  # made ahead: no time needed
+            if unsent is None or self.schedule.splice_from(playing.index, unsent, frames, made_in) is None:
                 return redo, shown
             was = playing.condition
             condition = msgspec.structs.replace(
                 redo.out.condition, speaking=was.speaking, audio=was.audio, scene=was.scene
             )
-            cancel = Cancel()
-            deadline = self.schedule.splice_deadline(playing.index, frames)
-            timer = self.schedule.clock.call_at(deadline, cancel.set)
             pending = dataclasses.replace(chunk, decision=redo.decision, condition=redo.out.condition)
-            try:
-                job = asyncio.ensure_future(
-                    self.worker.splice(playing.gen_chunk, condition, cancel, self._encode)
-                )
-                newer = await self._watch(job, pending, reflects)
-                # Not cancelled for a newer decision: a splice cancelled has restored the generator's
-                # state, which cannot be rolled back again; one finished is spliced again at once.
-                jpegs = await job
-            finally:
-                timer.cancel()
+            newer = None
+            jpegs = await self.foresight.take(playing.index, playing.gen_chunk, condition)
+            if jpegs is None:
+                jpegs, newer = await self._splice_now(playing, condition, pending, reflects)
             if jpegs is not None:
                 self.spliced += 1
                 showing = ordered(reflects - set(shown or ()))  # a splice before showed the rest
@@ -224,6 +229,26 @@ class ChunkMaker:
             redo = Redecision(msgspec.structs.replace(latest, reflects=ordered(reflects)), out)
             if newer is None or jpegs is None:
                 return redo, shown
+
+    async def _splice_now(
+        self, playing: ReadyChunk, condition: ChunkCondition, pending: ReadyChunk, reflects: set[str]
+    ) -> tuple[list[bytes] | None, Redecision | None]:
+        """Make ``playing`` again under ``condition``, abandoned at its deadline (None frames), while urgent
+        events re-decide ``pending``, the chunk after it: (the frames, a newer decision that changes it)."""
+        frames = len(playing.jpegs)
+        cancel = Cancel()
+        deadline = self.schedule.splice_deadline(playing.index, frames)
+        timer = self.schedule.clock.call_at(deadline, cancel.set)
+        try:
+            job = asyncio.ensure_future(
+                self.worker.splice(playing.gen_chunk, condition, cancel, self._encode)
+            )
+            newer = await self._watch(job, pending, reflects)
+            # Not cancelled for a newer decision: a splice cancelled has restored the generator's state,
+            # which cannot be rolled back again; one finished is spliced again at once.
+            return await job, newer
+        finally:
+            timer.cancel()
 
     async def _remake(self, chunk: ReadyChunk, redo: Redecision, shown: tuple[str, ...]) -> ReadyChunk:
         """``chunk`` made again under ``redo`` after a splice into the chunk before it (the generator forgot
@@ -343,14 +368,18 @@ class ChunkMaker:
             elif redo is not None:
                 return redo
 
+    def _time_to_redo(self, chunk: ReadyChunk) -> bool:
+        """Whether a regeneration of ``chunk`` still fits before its send, or it was made again ahead."""
+        return self.schedule.time_to_redo(chunk.index) or self.foresight.ready(chunk.index)
+
     async def _redecide(self, event: Urgent, chunk: ReadyChunk, *, regenerate: bool) -> Redecision | None:
         """After an urgent input: once the reactive minds have answered it, re-decide ``chunk`` if a
         regeneration still fits before its send (None, and the event lands in the next chunk, if not)."""
         self.urgent.take(event)
-        if self.schedule.time_to_redo(chunk.index):
+        if self._time_to_redo(chunk):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.bus.settle(), SETTLE_TIMEOUT_S)
-        if not self.schedule.time_to_redo(chunk.index):
+        if not self._time_to_redo(chunk):
             if not isinstance(event, VoiceReady):
                 self._missed.add(event.id)
             return None

@@ -40,6 +40,7 @@ from server.core.away import Away
 from server.core.chunk import ReadyChunk
 from server.core.chunk_maker import ChunkMaker
 from server.core.decider import Decider
+from server.core.foresight import Foresight
 from server.core.media_out import MediaOut
 from server.core.notices import Notices
 from server.core.outputs import Figures, Output, Sink
@@ -78,6 +79,9 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     splice: bool = True
     """Splice a reaction into the unsent frames of the chunk playing, for a client that asks
     (``Conductor.splice``; ``server.core.chunk_maker``)."""
+    foresee: bool = True
+    """Where reactions are spliced: prepare the splice of an onset on its hunch, while it is confirmed, and
+    show it only if it is (``server.core.foresight``)."""
     aligned: bool = False
     """Send chunks on a grid of whole chunks every aligned session of the process shares
     (``ChunkSchedule``): their chunks fall due together, so a batching generator makes one batch of them.
@@ -135,6 +139,8 @@ class Conductor:
         # What another front end taking the session over needs of its minds, kept with each chunk.
         self._handover = Handover(minds) if worker.hands_over else None
         self.maker = self._maker()
+        self.maker.foresight.on = self.config.foresee
+        ears.on_hunch = self.urgent.hunch
         self._sink: Sink | None = None
         self._attached = asyncio.Event()  # cleared while no client is there: generation pauses
         self._attached.set()
@@ -176,7 +182,13 @@ class Conductor:
             jpeg_quality=self.config.jpeg_quality,
             replaces=self.replaces,
             redirect=self.config.redirect,
+            confirm_s=self._confirm_s(),
         )
+
+    def _confirm_s(self) -> float:
+        """How long after its hunch the ears confirm an onset (``events.onset``): 0 with no onset detector."""
+        onset = self.ears.ears.onset
+        return (onset.config.confirm_ms + onset.config.hop_ms) / 1000.0 if onset is not None else 0.0
 
     def splice(self, asked: bool) -> bool:
         """Splice reactions into the chunk playing from now on where the client ``asked`` (it reads
@@ -190,6 +202,11 @@ class Conductor:
     def spliced(self) -> int:
         """Chunks made again while they played (a reaction spliced into them)."""
         return self.maker.spliced
+
+    @property
+    def foreseen(self) -> Foresight:
+        """The splices prepared on onsets' hunches (counts of those started, shown and undone)."""
+        return self.maker.foresight
 
     @property
     def chunks_sent(self) -> int:

@@ -16,6 +16,7 @@ import msgspec
 
 from agent.minds import Minds
 from agent.realizer import ChunkOutput
+from events.vocabulary import Event
 from server.media import MediaClock
 from server.speech import SpeechPlayer
 from streaming_model.condition import ChunkCondition
@@ -85,6 +86,18 @@ class Decider:
             return None
         out = await self._voice(realizer.commit(proposal), m, late)
         return Redecision(new, None if out.condition == generated else out)
+
+    def foresee(self, k: int, decided: ChunkOutput, event: Event) -> ChunkCondition | None:
+        """The condition chunk ``k`` (decided as ``decided``) would be re-decided to once the reflexes have
+        answered ``event``, an input only expected: nothing of it is kept. None where that changes nothing,
+        or changes the voice (which a re-decision acts on at once, and a guess must not)."""
+        reflex = self.minds.reflex
+        if reflex is None:
+            return None
+        new = self.minds.realizer.foresee(k, lambda: reflex.imagine(event))
+        if new.condition == decided.condition or new.speech_start or new.speech_stop or new.speech_extend:
+            return None
+        return new.condition
 
     async def _voice(self, out: ChunkOutput, m: int, late: asyncio.Event | None) -> ChunkOutput:
         """``out`` for media chunk ``m`` with the voice acted on and its real mouth envelope.

@@ -229,12 +229,13 @@ class ChunkSchedule:
         finally:
             timer.cancel()
 
-    def splice_from(self, m: int, unsent: int, frames: int) -> int | None:
+    def splice_from(self, m: int, unsent: int, frames: int, made_in: float | None = None) -> int | None:
         """The first frame of media chunk ``m`` (handed over, its frames from ``unsent`` on not yet sent, of
-        ``frames``) that a typical regeneration started now would be ready for, where the chunk after it
-        can then still be made again for its send (``remake_s``); None where none can. No margin: a splice
-        that comes late shows from the frame after (``MediaOut.splice``)."""
-        ready = self.clock.time() + self.typical()
+        ``frames``) that a typical regeneration started now would be ready for (one ``made_in`` seconds
+        from now where given: 0 for a splice made ahead), where the chunk after it can then still be made
+        again for its send (``remake_s``); None where none can. No margin: a splice that comes late shows
+        from the frame after (``MediaOut.splice``)."""
+        ready = self.clock.time() + (self.typical() if made_in is None else made_in)
         if not self.redirect or ready + self.remake_s() > self.send_at(m + 1):
             return None
         first = self.media.first_frame(m)

@@ -2,16 +2,20 @@
 not yet sent (the reflexes answer them), taken one at a time while a chunk is made, or all at once before
 the next is decided. Taking one acts on it at once: a user who starts talking cuts the character off.
 With ``SpeechConfig.redirects``, the Director's speech whose first audio is ready is one too
-(``VoiceReady``)."""
+(``VoiceReady``). The onset detector's hunches (``OnsetHunch``, from the ears and not the bus) come with
+them where a generated chunk waits for its send (``until``), for a splice prepared ahead
+(``server.core.foresight``)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 
 import msgspec
 
 from events.bus import EventBus, Subscription
+from events.onset import OnsetHunch
 from events.vocabulary import (
     Event,
     Gesture,
@@ -38,6 +42,10 @@ Urgent = Event | VoiceReady
 """What wakes the chunk maker: an urgent event from the bus, or the Director's voice being ready."""
 
 
+HUNCHES_KEPT = 8
+"""Hunches kept for ``until`` at most (the oldest forgotten): a chunk's wait takes them as they come."""
+
+
 class UrgentInputs:
     """The urgent events on ``bus`` from ``subscribe`` on, on ``schedule``'s clock; ``cut_voice`` stops the
     character's speech (``player``'s) after the last frame sent, when the user talks over it."""
@@ -53,6 +61,8 @@ class UrgentInputs:
         self._kept: Event | None = None
         """An event taken off the bus by a wait that was called off before it could return it."""
         self._voice_ready = asyncio.Event()
+        self._hunches: deque[OnsetHunch] = deque(maxlen=HUNCHES_KEPT)
+        self._hunched = asyncio.Event()
         if player.config.redirects:
             player.on_ready = self._voice_ready.set
 
@@ -61,29 +71,41 @@ class UrgentInputs:
         self._urgent = self.bus.subscribe(*URGENT, name="conductor", maxsize=64)
 
     async def get(self) -> Urgent:
-        """The next urgent input (taken: the caller acts on it with ``take``)."""
+        """The next urgent input (taken: the caller acts on it with ``take``); hunches wait for ``until``."""
         event = await self._next(None)
-        assert event is not None
+        assert event is not None and not isinstance(event, OnsetHunch)
         return event
 
-    async def until(self, t: float) -> Urgent | None:
-        """The next urgent input, or None once the session's clock reaches ``t``."""
+    def hunch(self, hunch: OnsetHunch) -> None:
+        """An onset hunch from the ears (``EarsService.on_hunch``), for ``until``."""
+        self._hunches.append(hunch)
+        self._hunched.set()
+
+    async def until(self, t: float) -> Urgent | OnsetHunch | None:
+        """The next urgent input or hunch, or None once the session's clock reaches ``t``."""
         if self.schedule.now() >= t:
             return None
         due = asyncio.Event()
         timer = self.schedule.clock.call_at(t, due.set)
         try:
-            return await self._next(due)
+            return await self._next(due, hunches=True)
         finally:
             timer.cancel()
 
-    async def _next(self, due: asyncio.Event | None) -> Urgent | None:
-        """The next urgent input (a bus event first when both kinds are there), or None once ``due`` is
-        set. One wait for all three: an event taken off the bus is always returned, never dropped."""
+    async def _next(self, due: asyncio.Event | None, *, hunches: bool = False) -> Urgent | OnsetHunch | None:
+        """The next urgent input (a bus event first, then the voice, then a hunch where ``hunches``), or None
+        once ``due`` is set. One wait for all: an event taken off the bus is always returned, never dropped."""
         assert self._urgent is not None
-        if (event := self._take_kept()) is None and not self._voice_ready.is_set():
+        if (
+            (event := self._take_kept()) is None
+            and not self._voice_ready.is_set()
+            and not (hunches and self._hunches)
+        ):
             taking = asyncio.ensure_future(self._urgent.get())
             waits = {taking, asyncio.ensure_future(self._voice_ready.wait())}
+            if hunches:
+                self._hunched.clear()
+                waits.add(asyncio.ensure_future(self._hunched.wait()))
             if due is not None:
                 waits.add(asyncio.ensure_future(due.wait()))
             try:
@@ -105,6 +127,8 @@ class UrgentInputs:
         if self._voice_ready.is_set():
             self._voice_ready.clear()
             return VoiceReady()
+        if hunches and self._hunches:
+            return self._hunches.popleft()
         return None
 
     def _take_kept(self) -> Event | None:
@@ -122,6 +146,7 @@ class UrgentInputs:
         """Take every urgent input queued (the next decision sees them all): their event ids."""
         assert self._urgent is not None
         self._voice_ready.clear()
+        self._hunches.clear()  # the chunk they were for is sent: its splices are past
         taken = set()
         while (event := self._take_kept()) is not None:
             self.take(event)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
+
 from agent.idle import IdleConfig, IdleVariety
 from agent.plans import Action, Block
 from agent.realizer import ChunkOutput, Realizer
@@ -135,3 +137,27 @@ def test_a_gesture_no_reflex_answers_is_declined_as_no_reaction() -> None:
     nowhere = stamp(Gesture, gesture="point", confidence=0.9)  # a point without where: nothing to look at
     assert reflex.on_event(nowhere) is None
     assert reflex.declined[nowhere.id][0] == "no_reaction"
+
+
+def test_an_onset_foreseen_gives_the_startle_and_leaves_everything_as_it_was() -> None:
+    # What a splice prepared on an onset's hunch is made under (server.core.foresight): the re-decision the
+    # startle would bring, with nothing submitted, cooled down or reported.
+    bus = EventBus()
+    told = bus.subscribe(maxsize=1000)
+    realizer = Realizer(bus, idle=IdleVariety(IdleConfig(actions=())))
+    reflex = ReflexPolicy(realizer)
+    realizer.submit(Block(source="script", behaviors=[Action(name="walk_right", duration_s=4.0)]))
+    k = run(realizer, 3)[-1].chunk
+    before = msgspec.msgpack.encode(realizer.state())
+    while told.get_nowait() is not None:
+        pass
+    onset = stamp(SoundOnset, audio_ms=500.0, strength_db=25.0)
+    foreseen = realizer.foresee(k, lambda: reflex.imagine(onset))
+    assert foreseen.condition.action == "startle" and foreseen.reflects == (onset.id,)
+    assert msgspec.msgpack.encode(realizer.state()) == before and realizer.blocks() == [
+        ("script-1", "script", True)
+    ]
+    assert told.get_nowait() is None and not realizer.caused(onset.id)
+    assert reflex.on_event(onset) is not None  # not cooling down: the foresight never startled
+    redone = realizer.propose(k)
+    assert redone.output.condition == foreseen.condition

@@ -1,0 +1,157 @@
+"""A splice prepared on an onset's hunch, while the onset is still being confirmed.
+
+An onset is confirmed ``confirm_ms`` (60 ms) after it is heard (``events.onset``); a splice then takes a
+regeneration (30-40 ms here) before it shows. The ears tell each candidate at once as an ``OnsetHunch``:
+while a chunk waits for its send, the chunk maker asks the minds what the reflexes would make of such an
+onset (``Decider.foresee``, nothing kept) and, where that changes the condition, has the generator make
+again, ahead and with nothing changed (``GeneratorWorker.foresee``), the chunk the confirmation will find
+playing: the one playing now if its last frame goes out after the confirmation is due, else the chunk
+waiting for its send. When the onset is confirmed and its re-decision asks for a splice (or a
+replacement) of that chunk under that very condition, the chunk maker takes the frames made ahead
+(``take``: the generator adopts them), and the reaction waits only for the next frame. A hunch dropped,
+or a chunk asked for under another condition, forgets it. Frames shown are the same either way: what is
+made ahead is what the confirmation would have made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+from events.onset import OnsetHunch
+from events.vocabulary import SoundOnset
+from server.core.chunk import ReadyChunk
+from server.core.decider import Decider
+from server.core.media_out import MediaOut
+from server.core.schedule import ChunkSchedule
+from streaming_model.condition import ChunkCondition
+from streaming_model.producer import Ahead
+from streaming_model.worker import Cancel, GeneratorWorker
+
+log = logging.getLogger(__name__)
+
+HUNCH_ID = "hunch"
+"""The id of the onset a foresight imagines: no real event's (nothing it submits is kept)."""
+
+
+@dataclass
+class Foreseen:
+    """Media chunk ``index`` (generator chunk ``gen_chunk``) being made again ahead under ``condition``, for
+    the hunch at ``at_ms``."""
+
+    index: int
+    gen_chunk: int
+    condition: ChunkCondition
+    at_ms: float
+    job: asyncio.Future[tuple[list[bytes], Ahead] | None]
+    cancel: Cancel
+
+
+class Foresight:
+    """One session's splices prepared on hunches, one at a time; ``started``, ``used`` (adopted) and
+    ``dropped`` (forgotten) count them. ``confirm_s``: how long after its hunch an onset is confirmed."""
+
+    def __init__(
+        self,
+        worker: GeneratorWorker,
+        schedule: ChunkSchedule,
+        decider: Decider,
+        media: MediaOut,
+        encode: Callable[[np.ndarray], list[bytes]],
+        confirm_s: float,
+    ) -> None:
+        self.worker = worker
+        self.schedule = schedule
+        self.decider = decider
+        self.media = media
+        self._encode = encode
+        self.confirm_s = confirm_s
+        self.on = True
+        """Whether hunches are acted on (``ConductorConfig.foresee``)."""
+        self.pending: Foreseen | None = None
+        self.started = 0
+        self.used = 0
+        self.dropped = 0
+
+    def hunch(self, hunch: OnsetHunch, chunk: ReadyChunk) -> None:
+        """Act on ``hunch`` while ``chunk`` (decided, generated) waits for its send: a dropped one forgets
+        what was made for it; a new one has the chunk its confirmation will find playing made again ahead,
+        where the reflexes' answer changes ``chunk``'s condition."""
+        if hunch.dropped:
+            if self.pending is not None and self.pending.at_ms == hunch.audio_ms:
+                self.forget()
+            return
+        if not self.on:
+            return
+        onset = SoundOnset(
+            id=HUNCH_ID, session="", t_ns=0, audio_ms=hunch.audio_ms, strength_db=hunch.strength_db
+        )
+        target = self._target(chunk)
+        if target is None:
+            return
+        foreseen = self.decider.foresee(chunk.gen_chunk, chunk.decision, onset)
+        if foreseen is None:
+            return
+        was = target.condition
+        condition = msgspec.structs.replace(foreseen, speaking=was.speaking, audio=was.audio, scene=was.scene)
+        self.forget()
+        cancel = Cancel()
+        job = asyncio.ensure_future(self.worker.foresee(target.gen_chunk, condition, cancel, self._encode))
+        job.add_done_callback(_failed)
+        self.pending = Foreseen(target.index, target.gen_chunk, condition, hunch.audio_ms, job, cancel)
+        self.started += 1
+
+    def _target(self, chunk: ReadyChunk) -> ReadyChunk | None:
+        """The chunk an onset confirmed ``confirm_s`` from now will be made again under ``chunk``'s new
+        decision: the one playing before it if a frame of it is still to go out then (a splice), else
+        ``chunk`` (a replacement); None once ``chunk`` will have been handed on (the onset then shows in the
+        decision after it, which only its own tick can make)."""
+        confirmed = self.schedule.now() + self.confirm_s
+        if confirmed >= self.schedule.send_at(chunk.index):
+            return None
+        playing = self.media.handed
+        if playing is None or (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
+            return chunk
+        last = self.schedule.media.first_frame(playing.index) + len(playing.jpegs) - 1
+        return playing if self.schedule.frame_at(last) > confirmed else chunk
+
+    def ready(self, index: int) -> bool:
+        """Whether media chunk ``index`` has been made again ahead (a splice of it needs no more time)."""
+        return self.pending is not None and self.pending.index == index and self.pending.job.done()
+
+    async def take(self, index: int, gen_chunk: int, condition: ChunkCondition) -> list[bytes] | None:
+        """The frames of media chunk ``index`` (generator chunk ``gen_chunk``) made again ahead under
+        ``condition``, the generator's splice of it adopted; None where none was (one for an earlier chunk,
+        or for this one under another condition, is forgotten; one for a later chunk is kept)."""
+        foreseen = self.pending
+        if foreseen is None or foreseen.index > index:
+            return None
+        if (foreseen.index, foreseen.gen_chunk, foreseen.condition) != (index, gen_chunk, condition):
+            self.forget()
+            return None
+        self.pending = None
+        await asyncio.wait({foreseen.job})
+        made = None if foreseen.job.exception() is not None else foreseen.job.result()
+        if made is None or not await self.worker.adopt(made[1]):
+            self.dropped += 1
+            return None
+        self.used += 1
+        return made[0]
+
+    def forget(self) -> None:
+        """Forget the pending splice, if any (cancelled while it denoises)."""
+        foreseen, self.pending = self.pending, None
+        if foreseen is not None:
+            foreseen.cancel.set()
+            self.dropped += 1
+
+
+def _failed(job: asyncio.Future[tuple[list[bytes], Ahead] | None]) -> None:
+    """Log a splice made ahead that failed (it is then not taken: the confirmation splices as usual)."""
+    if not job.cancelled() and (exc := job.exception()) is not None:
+        log.warning("a splice made ahead failed: %r", exc)
