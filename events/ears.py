@@ -11,8 +11,8 @@
 - ``Threaded`` runs a slow listener (the transcriber: 0.1-0.5 s a segment) in its own thread, so it never
   holds up the others; its events come back through ``poll`` and take their place in the stream.
 - ``EarsService`` runs an ``Ears`` off the event loop in a worker thread and publishes its events to an
-  ``EventBus`` in the order they were made; the onset detector's hunches go to ``on_hunch`` on the loop
-  (before the events of the same frame), not to the bus.
+  ``EventBus`` in the order they were made; the listeners' hunches (``events.hunch``: the onset and voice
+  detectors') go to ``on_hunch`` on the loop (before the events of the same frame), not to the bus.
 - ``listen_file`` runs the ears over a WAV file and yields what they hear (``onstage listen FILE.wav``).
 """
 
@@ -36,9 +36,10 @@ from scipy.signal import resample_poly
 from events.audio import MAX_FRAME_SAMPLES, SAMPLE_RATE, AudioClock, validate_samples
 from events.bus import EventBus
 from events.errors import BadInput
+from events.hunch import Hunch, Hunching
 from events.levels import LevelConfig, LevelMeter
 from events.listener import Listener
-from events.onset import OnsetConfig, OnsetDetector, OnsetHunch
+from events.onset import OnsetConfig, OnsetDetector
 from events.stamp import Stamper
 from events.turn import TurnConfig, TurnDetector
 from events.vad import VadConfig, VoiceDetector
@@ -84,14 +85,14 @@ class Ears:
         listeners: list[Listener] = [self.vad]
         if cfg.levels is not None:
             listeners.append(LevelMeter(stamp, cfg.levels))
-        self.onset = OnsetDetector(stamp, cfg.onset) if cfg.onset is not None else None
-        if self.onset is not None:
-            listeners.append(self.onset)
+        if cfg.onset is not None:
+            listeners.append(OnsetDetector(stamp, cfg.onset))
         listeners.extend(extra)
         if cfg.turn is not None:
             listeners.append(TurnDetector(stamp, cfg.turn))
         self.listeners: tuple[Listener, ...] = tuple(listeners)
         self._observers = tuple(x for x in listeners if isinstance(x, Observer))
+        self._hunching = tuple(x for x in listeners if isinstance(x, Hunching))
         self._pollers = tuple(x for x in listeners if isinstance(x, Pollable))
 
     def validate(self, samples: np.ndarray | bytes | bytearray | memoryview, sample_rate: int) -> np.ndarray:
@@ -113,9 +114,9 @@ class Ears:
             self._spread(events, listener, out)
         return out + self.poll()
 
-    def hunches(self) -> list[OnsetHunch]:
-        """The onset detector's hunches since the last call (``OnsetHunch``; none without one)."""
-        return self.onset.take_hunches() if self.onset is not None else []
+    def hunches(self) -> list[Hunch]:
+        """The hunches the listeners told since the last call (``events.hunch``), listener by listener."""
+        return [h for listener in self._hunching for h in listener.take_hunches()]
 
     def observe(self, event: Event) -> list[Event]:
         """Offer an event from outside the ears (a client's transcript) to the observing listeners; returns
@@ -278,8 +279,8 @@ class EarsService:
         self._publisher: asyncio.Task[None] | None = None
         self._push_lock = asyncio.Lock()
         self._closed = False
-        self.on_hunch: Callable[[OnsetHunch], None] | None = None
-        """Called on the loop with each of the onset detector's hunches (``OnsetHunch``), as it is told."""
+        self.on_hunch: Callable[[Hunch], None] | None = None
+        """Called on the loop with each of the listeners' hunches (``events.hunch``), as it is told."""
 
     async def start(self) -> None:
         """Start the worker thread and the publishing task."""
@@ -362,7 +363,7 @@ class EarsService:
                 assert self._loop is not None and self._outbox is not None
                 self._loop.call_soon_threadsafe(self._outbox.put_nowait, events)
 
-    def _tell(self, hunches: list[OnsetHunch]) -> None:
+    def _tell(self, hunches: list[Hunch]) -> None:
         tell = self.on_hunch
         if hunches and tell is not None:
             assert self._loop is not None

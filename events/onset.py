@@ -30,8 +30,8 @@ After an onset, ``refractory_ms`` pass before the next one. The event comes out 
 (65 ms) after the onset; its position is refined to the first sample of the rise.
 
 A hop that passes the candidate's tests as soon as it is heard (on the noise floor of that moment) is also
-told at once as an ``OnsetHunch``, and told again, ``dropped``, where it is judged not an onset: what a
-reaction may be prepared on during the confirmation, never what one is shown on.
+told at once as a ``Hunch`` (``events.hunch``), and told again, ``dropped``, where it is judged not an
+onset: what a reaction may be prepared on during the confirmation, never what one is shown on.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import msgspec
 import numpy as np
 
 from events.audio import SAMPLE_RATE
+from events.hunch import Hunch
 from events.stamp import Stamper
 from events.vocabulary import Event, SoundOnset
 
@@ -55,17 +56,6 @@ TAIL = 4  # hops at the end of the confirmation whose mean power must have decay
 
 def _mean_db(levels: list[float]) -> float:
     return 10.0 * math.log10(sum(10.0 ** (x / 10.0) for x in levels) / len(levels))
-
-
-class OnsetHunch(msgspec.Struct, frozen=True, kw_only=True):
-    """A candidate onset as soon as it is heard, ``confirm_ms`` before it is judged: ``dropped`` once it is
-    judged not an onset (one that is comes as ``SoundOnset``). Not an event: nothing is published on it."""
-
-    audio_ms: float
-    """Where its hop begins in the stream."""
-    strength_db: float
-    """Its hop's height above the noise floor."""
-    dropped: bool = False
 
 
 class OnsetConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -133,15 +123,15 @@ class OnsetDetector:
         self._floor: float | None = None
         self._quiet_until = 0  # first hop that may be an onset again
         self._hunched: deque[int] = deque()  # hops told as hunches, not judged yet
-        self._hunches: list[OnsetHunch] = []
+        self._hunches: list[Hunch] = []
 
     @property
     def floor_db(self) -> float | None:
         """The current noise floor (dBFS of one hop), None before the first hop."""
         return self._floor
 
-    def take_hunches(self) -> list[OnsetHunch]:
-        """The hunches told since the last call, in order (``OnsetHunch``)."""
+    def take_hunches(self) -> list[Hunch]:
+        """The hunches told since the last call, in order (``events.hunch``)."""
         hunches, self._hunches = self._hunches, []
         return hunches
 
@@ -194,8 +184,7 @@ class OnsetDetector:
             and level >= max(db[i] for i in range(n - self._context - 1, n - 1)) - cfg.context_db
         ):
             self._hunched.append(h)
-            audio_ms = h * self._hop * 1000.0 / SAMPLE_RATE
-            self._hunches.append(OnsetHunch(audio_ms=audio_ms, strength_db=level - self._floor))
+            self._hunches.append(self._hunch_at(h, strength_db=level - self._floor))
 
     def _judge(self, events: list[Event]) -> None:
         """Judge the hop ``confirm`` hops back (its history and its aftermath are now known)."""
@@ -249,8 +238,20 @@ class OnsetDetector:
                 break
             self._hunched.popleft()
             if not (onset and h >= c - HISTORY):
-                audio_ms = h * self._hop * 1000.0 / SAMPLE_RATE
-                self._hunches.append(OnsetHunch(audio_ms=audio_ms, strength_db=0.0, dropped=True))
+                self._hunches.append(self._hunch_at(h, dropped=True))
+
+    def _hunch_at(self, h: int, strength_db: float = 0.0, dropped: bool = False) -> Hunch:
+        """The hunch of hop ``h``: its onset would come ``confirm_ms`` and a hop after it is told."""
+        cfg = self.config
+        audio_ms = h * self._hop * 1000.0 / SAMPLE_RATE
+        confirm_ms = cfg.confirm_ms + cfg.hop_ms
+        return Hunch(
+            kind="sound.onset",
+            audio_ms=audio_ms,
+            confirm_ms=confirm_ms,
+            strength_db=strength_db,
+            dropped=dropped,
+        )
 
     def _refine(self, c: int, floor: float) -> int:
         """The first sample of the rise, within the candidate hop and the one before it."""

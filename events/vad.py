@@ -44,6 +44,7 @@ import numpy as np
 import onnxruntime
 
 from events.audio import SAMPLE_RATE
+from events.hunch import Hunch
 from events.levels import PitchTracker
 from events.stamp import Stamper
 from events.vocabulary import Event, SilenceBegan, SpeechStarted, SpeechStopped
@@ -197,6 +198,7 @@ class VoiceDetector:
         self._window_start = 0  # stream position of the window being filled
         self._segment_start: int | None = None  # start of the open segment (voiced window, then refined)
         self._confirmed = False  # whether SpeechStarted was sent for the open segment
+        self._hunches: list[Hunch] = []
         self._loud_since: int | None = None  # start of the run of windows at or above threshold, if any
         self._silence_start: int | None = None  # first silent window inside the open segment, if any
         self._last_end = 0  # where the previous segment ended (padding never crosses it)
@@ -245,6 +247,7 @@ class VoiceDetector:
             if p < cfg.threshold:
                 return
             self._segment_start = start
+            self._hunches.append(self._hunch(start))
         if not self._confirmed:
             self._step_unconfirmed(p, end, events)
         elif p >= cfg.threshold:
@@ -318,6 +321,8 @@ class VoiceDetector:
 
         ``heard`` is the end of the audio heard when that silence began (the stream's end without one)."""
         assert self._segment_start is not None
+        if not self._confirmed:
+            self._hunches.append(self._hunch(self._segment_start, dropped=True))
         if self._confirmed:
             end = self._refine_end(silence_start)
             at = max(min(end + self._pad, self.position), self._segment_start)
@@ -329,6 +334,17 @@ class VoiceDetector:
         self._segment_start = None
         self._silence_start = None
         self._confirmed = False
+
+    def take_hunches(self) -> list[Hunch]:
+        """The hunches told since the last call (``events.hunch``): a segment as it opens, and again,
+        dropped, where it closes unconfirmed."""
+        hunches, self._hunches = self._hunches, []
+        return hunches
+
+    def _hunch(self, start: int, dropped: bool = False) -> Hunch:
+        # Told as its first window ends; confirmed with the window that completes min_speech_ms at the soonest.
+        soonest = _ms(max(-(-self._min_speech // WINDOW) - 1, 0) * WINDOW)
+        return Hunch(kind="speech.started", audio_ms=_ms(start), confirm_ms=soonest, dropped=dropped)
 
     def _frames_db(self, start: int, stop: int) -> tuple[int, np.ndarray]:
         """Loudness (dB) of the 10 ms frames within ``[start, stop)``, and where the first one starts."""

@@ -17,7 +17,7 @@ from scipy.io import wavfile
 from events.bus import EventBus, Overflow
 from events.ears import Ears, EarsConfig, EarsService, Threaded, listen_file, read_wav
 from events.errors import BadInput
-from events.onset import OnsetHunch
+from events.hunch import Hunch
 from events.stamp import Stamper
 from events.turn import TurnConfig
 from events.vocabulary import (
@@ -227,14 +227,14 @@ async def test_the_service_publishes_what_the_ears_hear_in_order(scene):
     check_truth(published, truth)
 
 
-async def test_the_service_tells_each_onset_as_a_hunch_on_the_loop_before_it_is_published(scene):
+async def test_the_service_tells_each_onset_and_start_of_speech_as_a_hunch_on_the_loop_before_it(scene):
     audio, _ = scene
     bus = EventBus()
-    sub = bus.subscribe(SoundOnset, maxsize=100_000, overflow=Overflow.BLOCK)
-    log: list[OnsetHunch | Event] = []  # in the order the loop saw them
+    sub = bus.subscribe(SoundOnset, SpeechStarted, maxsize=100_000, overflow=Overflow.BLOCK)
+    log: list[Hunch | Event] = []  # in the order the loop saw them
     loop = threading.get_ident()
 
-    def hunch(h: OnsetHunch) -> None:
+    def hunch(h: Hunch) -> None:
         assert threading.get_ident() == loop
         log.append(h)
 
@@ -248,17 +248,21 @@ async def test_the_service_tells_each_onset_as_a_hunch_on_the_loop_before_it_is_
             await service.push(sounds.to_pcm16(audio[i : i + 320]))
     bus.close()
     await reading
-    onsets = [i for i, e in enumerate(log) if isinstance(e, SoundOnset)]
-    assert len(onsets) == 3
-    for i in onsets:
-        onset = log[i]
-        assert isinstance(onset, SoundOnset)
+    told = [i for i, e in enumerate(log) if isinstance(e, SoundOnset | SpeechStarted)]
+    assert [type(log[i]) for i in told] == [SpeechStarted, SoundOnset, SoundOnset, SoundOnset]
+    for i in told:
+        event = log[i]
+        assert isinstance(event, SoundOnset | SpeechStarted)
+        kind = event.__struct_config__.tag
+        near = 20 if isinstance(event, SoundOnset) else 200  # a start of speech is refined and padded
         hunched = [
             j
-            for j, h in enumerate(log)
-            if isinstance(h, OnsetHunch) and abs(h.audio_ms - onset.audio_ms) <= 20
+            for j, h in enumerate(log[:i])
+            if isinstance(h, Hunch) and h.kind == kind and abs(h.audio_ms - event.audio_ms) <= near
         ]
-        assert len(hunched) == 1 and hunched[0] < i and not log[hunched[0]].dropped  # type: ignore[union-attr]
+        assert hunched and not any(
+            h.dropped for h in log[hunched[0] : i] if isinstance(h, Hunch) and h.kind == kind
+        )
 
 
 async def test_a_slow_listener_in_its_own_thread_never_holds_up_the_others(scene):

@@ -200,3 +200,32 @@ def test_a_doorbell_the_primed_model_scores_as_speech_is_rechecked_from_a_fresh_
     assert [type(e) for e in unchecked] == [SpeechStarted, SpeechStopped] * 2
     checked = run(audio)
     assert summary(checked) == summary(unchecked[:2])
+
+
+def test_each_start_of_speech_was_a_hunch_first_and_the_others_are_dropped():
+    # What a reaction to speech is prepared on (server.core.foresight): the real scenes' speech, applause,
+    # bells and noise, fed in 20 ms frames. Every segment is told as it opens; the ones never confirmed are
+    # told again, dropped, and nothing else is.
+    starts, leads = 0, []
+    for name in sound_set.SCENES:
+        vad = VoiceDetector(Stamper("t"))
+        audio = sound_set.scene(name).audio
+        open_: dict[float, float] = {}  # hunch audio_ms -> when it was told
+        for i in range(0, audio.size + 320, 320):
+            events = vad.feed(audio[i : i + 320]) if i < audio.size else vad.flush()
+            now = (i + 320) * 1000 / sounds.RATE
+            for hunch in vad.take_hunches():
+                assert hunch.kind == "speech.started"
+                if hunch.dropped:
+                    del open_[hunch.audio_ms]
+                else:
+                    assert not open_  # one segment open at a time
+                    open_[hunch.audio_ms] = now
+                    assert hunch.confirm_ms == 32.0  # min_speech_ms 64: one more window
+            for event in events:
+                if isinstance(event, SpeechStarted):
+                    starts += 1
+                    assert len(open_) == 1, (name, event)
+                    leads.append(now - open_.popitem()[1])
+        assert not open_
+    assert starts >= 15 and min(leads) >= 32.0 - 20.0, leads  # within a microphone frame of the window
