@@ -509,10 +509,10 @@ async def long_run(
 
 
 # Two sessions at once (a measured one and its reference); a short resume grace, so that a finished session
-# stops generating before the next one is measured. Onsets foreseen or not (``--foresee``).
+# stops generating before the next one is measured. Inputs foreseen or not (``--foresee``).
 SERVER_CONFIG = """
 [server]
-foresee_onsets = {foresee}
+foresee = {foresee}
 
 [server.limits]
 admission = "ceiling"  # admission is not what is measured here
@@ -528,7 +528,7 @@ async def main(args: argparse.Namespace) -> None:
             base = None
             if foresee is not None:
                 print(
-                    f"# Onsets {'foreseen' if foresee else 'not foreseen'} (`foresee_onsets = {foresee}`)\n"
+                    f"# Inputs {'foreseen' if foresee else 'not foreseen'} (`[server] foresee = {foresee}`)\n"
                 )
                 config = SERVER_CONFIG.format(foresee=str(foresee).lower())
                 base = await stack.enter_async_context(served(config))
@@ -585,7 +585,7 @@ if __name__ == "__main__":
         "--foresee",
         choices=("on", "off", "both"),
         default="on",
-        help="whether the server prepares an onset's splice on its hunch ([server] foresee_onsets); both: "
+        help="whether the server prepares the splice of an onset or a start of speech on its hunch ([server] foresee); both: "
         "a server of each in turn, foreseeing first (not with --url: that server decides)",
     )
     asyncio.run(main(parser.parse_args()))

@@ -49,9 +49,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Generator workers on a Ray cluster (``[server.ray] address = "local"``; ``server.cluster``)."""
     speculative_transcripts: bool = True
     """Start Whisper on a speech segment when its silence begins, not when the VAD confirms the stop."""
-    foresee_onsets: bool = True
-    """In sessions that splice, prepare the splice of a sound onset on its hunch, while the onset is being
-    confirmed, and show it only if it is (``server.core.foresight``)."""
+    foresee: bool = True
+    """In sessions that splice, prepare the splice of a sound onset or a start of speech on its hunch, while
+    it is being confirmed, and show it only if it is (``server.core.foresight``)."""
     whisper_window_s: float = 10.0
     """The window short segments are transcribed in (``events.transcriber.WhisperConfig.window_s``)."""
     punctuated_silence_ms: float = 0.0

@@ -233,7 +233,7 @@ async def _session_factory(config: ServerConfig, config_path: Path | None) -> Se
         hearing=hearing or Hearing(transcripts=transcripts, speculate=config.speculative_transcripts),
         ears=EarsConfig(turn=server_turn(config.punctuated_silence_ms)),
         speech=config.speech(),
-        conductor=ConductorConfig(aligned=workers.batching, foresee=config.foresee_onsets),
+        conductor=ConductorConfig(aligned=workers.batching, foresee=config.foresee),
     )
 
 

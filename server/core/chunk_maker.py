@@ -28,7 +28,8 @@ the next chunk. It is tried only where the chunk after it can still be made for 
 (``ChunkSchedule.splice_from``); a splice still denoising when that stops being so is abandoned, and
 every chunk stands. Another urgent event that changes the decision while a splice denoises is spliced
 as soon as that splice is made, before the chunk after it is made again. A splice prepared on an onset's
-hunch while it was being confirmed (``server.core.foresight``) is taken where the re-decision asks for it.
+hunch while it was being confirmed (``server.core.foresight``) is taken where the re-decision asks for it,
+as a splice or a replacement.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import msgspec
 from agent.handover import Handover
 from agent.story.player import StoryPlayer
 from events.bus import EventBus
-from events.onset import OnsetHunch
+from events.hunch import Hunch
 from server.core.chunk import ReadyChunk, adopt, ordered
 from server.core.decider import Decider, Redecision
 from server.core.foresight import Foresight
@@ -80,7 +81,6 @@ class ChunkMaker:
         jpeg_quality: int,
         replaces: bool,
         redirect: bool,
-        confirm_s: float,
     ) -> None:
         self.worker = worker
         self.schedule = schedule
@@ -107,13 +107,13 @@ class ChunkMaker:
         """Events a re-decision committed whose replacement came too late: the next chunk reflects them."""
         self._missed: set[str] = set()
         """Events that came too late to re-decide the chunk they woke: the next decision reflects them."""
-        self.foresight = Foresight(worker, schedule, decider, media, self._encode, confirm_s)
+        self.foresight = Foresight(worker, schedule, decider, media, self._encode)
 
     async def replace_until(self, chunk: ReadyChunk, hand_at: float) -> ReadyChunk:
         """Hold a generated chunk until ``hand_at``; an urgent event that changes its decision while a
         regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
         while (event := await self.urgent.until(hand_at)) is not None:
-            if isinstance(event, OnsetHunch):
+            if isinstance(event, Hunch):
                 if self.splices:
                     self.foresight.hunch(event, chunk)
                 continue

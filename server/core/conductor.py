@@ -80,8 +80,8 @@ class ConductorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Splice a reaction into the unsent frames of the chunk playing, for a client that asks
     (``Conductor.splice``; ``server.core.chunk_maker``)."""
     foresee: bool = True
-    """Where reactions are spliced: prepare the splice of an onset on its hunch, while it is confirmed, and
-    show it only if it is (``server.core.foresight``)."""
+    """Where reactions are spliced: prepare the splice of an onset or a start of speech on its hunch, while it
+    is confirmed, and show it only if it is (``server.core.foresight``)."""
     aligned: bool = False
     """Send chunks on a grid of whole chunks every aligned session of the process shares
     (``ChunkSchedule``): their chunks fall due together, so a batching generator makes one batch of them.
@@ -182,13 +182,7 @@ class Conductor:
             jpeg_quality=self.config.jpeg_quality,
             replaces=self.replaces,
             redirect=self.config.redirect,
-            confirm_s=self._confirm_s(),
         )
-
-    def _confirm_s(self) -> float:
-        """How long after its hunch the ears confirm an onset (``events.onset``): 0 with no onset detector."""
-        onset = self.ears.ears.onset
-        return (onset.config.confirm_ms + onset.config.hop_ms) / 1000.0 if onset is not None else 0.0
 
     def splice(self, asked: bool) -> bool:
         """Splice reactions into the chunk playing from now on where the client ``asked`` (it reads

@@ -1,16 +1,16 @@
-"""A splice prepared on an onset's hunch, while the onset is still being confirmed.
+"""A reaction prepared on a hunch, while its input is still being confirmed.
 
-An onset is confirmed ``confirm_ms`` (60 ms) after it is heard (``events.onset``); a splice then takes a
-regeneration (30-40 ms here) before it shows. The ears tell each candidate at once as an ``OnsetHunch``:
-while a chunk waits for its send, the chunk maker asks the minds what the reflexes would make of such an
-onset (``Decider.foresee``, nothing kept) and, where that changes the condition, has the generator make
-again, ahead and with nothing changed (``GeneratorWorker.foresee``), the chunk the confirmation will find
-playing: the one playing now if its last frame goes out after the confirmation is due, else the chunk
-waiting for its send. When the onset is confirmed and its re-decision asks for a splice (or a
-replacement) of that chunk under that very condition, the chunk maker takes the frames made ahead
-(``take``: the generator adopts them), and the reaction waits only for the next frame. A hunch dropped,
-or a chunk asked for under another condition, forgets it. Frames shown are the same either way: what is
-made ahead is what the confirmation would have made.
+An onset is confirmed 65 ms after it is heard (``events.onset``), the start of speech 64 ms or more
+(``events.vad``); a splice then takes a regeneration (20-40 ms here) before it shows. The ears tell each
+candidate at once as a ``Hunch`` (``events.hunch``): while a chunk waits for its send, the chunk maker asks
+the minds what the reflexes would make of such an input (``Decider.foresee``, nothing kept) and, where that
+changes the condition, has the generator make again, ahead and with nothing changed
+(``GeneratorWorker.foresee``), the chunk the confirmation will find: the one playing now if its last frame
+goes out after the confirmation is due (a splice), else the chunk waiting for its send (a replacement).
+When the input is confirmed and its re-decision asks for that chunk under that very condition, the chunk
+maker takes the frames made ahead (``take``: the generator adopts them), and the reaction waits only for
+the next frame. A hunch dropped, or that chunk asked for under another condition, forgets it. Frames
+shown are the same either way: what is made ahead is what the confirmation would have made.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from events.onset import OnsetHunch
-from events.vocabulary import SoundOnset
+from events.hunch import Hunch, HunchKind
+from events.vocabulary import Event, SoundOnset, SpeechStarted
 from server.core.chunk import ReadyChunk
 from server.core.decider import Decider
 from server.core.media_out import MediaOut
@@ -36,17 +36,18 @@ from streaming_model.worker import Cancel, GeneratorWorker
 log = logging.getLogger(__name__)
 
 HUNCH_ID = "hunch"
-"""The id of the onset a foresight imagines: no real event's (nothing it submits is kept)."""
+"""The id of the input a foresight imagines: no real event's (nothing it submits is kept)."""
 
 
 @dataclass
 class Foreseen:
     """Media chunk ``index`` (generator chunk ``gen_chunk``) being made again ahead under ``condition``, for
-    the hunch at ``at_ms``."""
+    the hunch of ``kind`` at ``at_ms``."""
 
     index: int
     gen_chunk: int
     condition: ChunkCondition
+    kind: HunchKind
     at_ms: float
     job: asyncio.Future[tuple[list[bytes], Ahead] | None]
     cancel: Cancel
@@ -54,7 +55,7 @@ class Foreseen:
 
 class Foresight:
     """One session's splices prepared on hunches, one at a time; ``started``, ``used`` (adopted) and
-    ``dropped`` (forgotten) count them. ``confirm_s``: how long after its hunch an onset is confirmed."""
+    ``dropped`` (forgotten) count them."""
 
     def __init__(
         self,
@@ -63,14 +64,12 @@ class Foresight:
         decider: Decider,
         media: MediaOut,
         encode: Callable[[np.ndarray], list[bytes]],
-        confirm_s: float,
     ) -> None:
         self.worker = worker
         self.schedule = schedule
         self.decider = decider
         self.media = media
         self._encode = encode
-        self.confirm_s = confirm_s
         self.on = True
         """Whether hunches are acted on (``ConductorConfig.foresee``)."""
         self.pending: Foreseen | None = None
@@ -78,23 +77,23 @@ class Foresight:
         self.used = 0
         self.dropped = 0
 
-    def hunch(self, hunch: OnsetHunch, chunk: ReadyChunk) -> None:
+    def hunch(self, hunch: Hunch, chunk: ReadyChunk) -> None:
         """Act on ``hunch`` while ``chunk`` (decided, generated) waits for its send: a dropped one forgets
-        what was made for it; a new one has the chunk its confirmation will find playing made again ahead,
-        where the reflexes' answer changes ``chunk``'s condition."""
+        what was made for it; a new one has the chunk its confirmation will find made again ahead, where
+        the reflexes' answer changes ``chunk``'s condition."""
         if hunch.dropped:
-            if self.pending is not None and self.pending.at_ms == hunch.audio_ms:
+            if self.pending is not None and (self.pending.kind, self.pending.at_ms) == (
+                hunch.kind,
+                hunch.audio_ms,
+            ):
                 self.forget()
             return
         if not self.on:
             return
-        onset = SoundOnset(
-            id=HUNCH_ID, session="", t_ns=0, audio_ms=hunch.audio_ms, strength_db=hunch.strength_db
-        )
-        target = self._target(chunk)
+        target = self._target(chunk, hunch.confirm_ms / 1000.0)
         if target is None:
             return
-        foreseen = self.decider.foresee(chunk.gen_chunk, chunk.decision, onset)
+        foreseen = self.decider.foresee(chunk.gen_chunk, chunk.decision, imagined(hunch))
         if foreseen is None:
             return
         was = target.condition
@@ -103,15 +102,17 @@ class Foresight:
         cancel = Cancel()
         job = asyncio.ensure_future(self.worker.foresee(target.gen_chunk, condition, cancel, self._encode))
         job.add_done_callback(_failed)
-        self.pending = Foreseen(target.index, target.gen_chunk, condition, hunch.audio_ms, job, cancel)
+        self.pending = Foreseen(
+            target.index, target.gen_chunk, condition, hunch.kind, hunch.audio_ms, job, cancel
+        )
         self.started += 1
 
-    def _target(self, chunk: ReadyChunk) -> ReadyChunk | None:
-        """The chunk an onset confirmed ``confirm_s`` from now will be made again under ``chunk``'s new
+    def _target(self, chunk: ReadyChunk, confirm_s: float) -> ReadyChunk | None:
+        """The chunk an input confirmed ``confirm_s`` from now will be made again under ``chunk``'s new
         decision: the one playing before it if a frame of it is still to go out then (a splice), else
-        ``chunk`` (a replacement); None once ``chunk`` will have been handed on (the onset then shows in the
+        ``chunk`` (a replacement); None once ``chunk`` will have been handed on (the input then shows in the
         decision after it, which only its own tick can make)."""
-        confirmed = self.schedule.now() + self.confirm_s
+        confirmed = self.schedule.now() + confirm_s
         if confirmed >= self.schedule.send_at(chunk.index):
             return None
         playing = self.media.handed
@@ -149,6 +150,13 @@ class Foresight:
         if foreseen is not None:
             foreseen.cancel.set()
             self.dropped += 1
+
+
+def imagined(hunch: Hunch) -> Event:
+    """The event ``hunch`` expects, as the reflexes would get it (``HUNCH_ID``)."""
+    if hunch.kind == "speech.started":
+        return SpeechStarted(id=HUNCH_ID, session="", t_ns=0, audio_ms=hunch.audio_ms)
+    return SoundOnset(id=HUNCH_ID, session="", t_ns=0, audio_ms=hunch.audio_ms, strength_db=hunch.strength_db)
 
 
 def _failed(job: asyncio.Future[tuple[list[bytes], Ahead] | None]) -> None:

@@ -2,7 +2,7 @@
 not yet sent (the reflexes answer them), taken one at a time while a chunk is made, or all at once before
 the next is decided. Taking one acts on it at once: a user who starts talking cuts the character off.
 With ``SpeechConfig.redirects``, the Director's speech whose first audio is ready is one too
-(``VoiceReady``). The onset detector's hunches (``OnsetHunch``, from the ears and not the bus) come with
+(``VoiceReady``). The listeners' hunches (``events.hunch``, from the ears and not the bus) come with
 them where a generated chunk waits for its send (``until``), for a splice prepared ahead
 (``server.core.foresight``)."""
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import msgspec
 
 from events.bus import EventBus, Subscription
-from events.onset import OnsetHunch
+from events.hunch import Hunch
 from events.vocabulary import (
     Event,
     Gesture,
@@ -61,7 +61,7 @@ class UrgentInputs:
         self._kept: Event | None = None
         """An event taken off the bus by a wait that was called off before it could return it."""
         self._voice_ready = asyncio.Event()
-        self._hunches: deque[OnsetHunch] = deque(maxlen=HUNCHES_KEPT)
+        self._hunches: deque[Hunch] = deque(maxlen=HUNCHES_KEPT)
         self._hunched = asyncio.Event()
         if player.config.redirects:
             player.on_ready = self._voice_ready.set
@@ -73,15 +73,15 @@ class UrgentInputs:
     async def get(self) -> Urgent:
         """The next urgent input (taken: the caller acts on it with ``take``); hunches wait for ``until``."""
         event = await self._next(None)
-        assert event is not None and not isinstance(event, OnsetHunch)
+        assert event is not None and not isinstance(event, Hunch)
         return event
 
-    def hunch(self, hunch: OnsetHunch) -> None:
+    def hunch(self, hunch: Hunch) -> None:
         """An onset hunch from the ears (``EarsService.on_hunch``), for ``until``."""
         self._hunches.append(hunch)
         self._hunched.set()
 
-    async def until(self, t: float) -> Urgent | OnsetHunch | None:
+    async def until(self, t: float) -> Urgent | Hunch | None:
         """The next urgent input or hunch, or None once the session's clock reaches ``t``."""
         if self.schedule.now() >= t:
             return None
@@ -92,7 +92,7 @@ class UrgentInputs:
         finally:
             timer.cancel()
 
-    async def _next(self, due: asyncio.Event | None, *, hunches: bool = False) -> Urgent | OnsetHunch | None:
+    async def _next(self, due: asyncio.Event | None, *, hunches: bool = False) -> Urgent | Hunch | None:
         """The next urgent input (a bus event first, then the voice, then a hunch where ``hunches``), or None
         once ``due`` is set. One wait for all: an event taken off the bus is always returned, never dropped."""
         assert self._urgent is not None

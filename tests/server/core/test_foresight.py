@@ -1,13 +1,14 @@
-"""A splice prepared on an onset's hunch: made ahead while the onset is confirmed, shown only if it is, and
-the frames the same as a splice made on the confirmation; forgotten, every chunk as it was, when the hunch
-is dropped. In virtual time (``tests.support.stepped``), as the other splice tests."""
+"""A splice prepared on a hunch (an onset's, a start of speech's): made ahead while the input is confirmed,
+shown only if it is, and the frames the same as a splice made on the confirmation; forgotten, every chunk
+as it was, when the hunch is dropped. In virtual time (``tests.support.stepped``), as the other splice
+tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from events.onset import OnsetHunch
-from events.vocabulary import SoundOnset
+from events.hunch import Hunch, HunchKind
+from events.vocabulary import Event, SoundOnset, SpeechStarted
 from server.core.foresight import Foreseen, Foresight
 from server.core.outputs import VideoOut
 from server.sessions import SessionFactory
@@ -29,41 +30,49 @@ async def playing(session: Stepped, chunk: int = PLAYING, sent: int = SENT) -> N
     await session.until_loop_waits()
 
 
-def hunch(session: Stepped, *, dropped: bool = False) -> None:
-    """An onset's hunch, as the session's ears tell it."""
+def hunch(session: Stepped, kind: HunchKind = "sound.onset", *, dropped: bool = False) -> None:
+    """A hunch, as the session's ears tell it."""
     tell = session.core.ears.on_hunch
     assert tell is not None
-    tell(OnsetHunch(audio_ms=AT_MS, strength_db=30.0, dropped=dropped))
+    tell(Hunch(kind=kind, audio_ms=AT_MS, confirm_ms=65.0, strength_db=30.0, dropped=dropped))
 
 
-async def made_ahead(session: Stepped) -> Foreseen:
+async def made_ahead(session: Stepped, kind: HunchKind = "sound.onset") -> Foreseen:
     """What the session makes ahead on a hunch told now, once made."""
     foresight = session.core.foreseen
-    hunch(session)
+    hunch(session, kind)
     await answered(session, lambda: foresight.pending is not None and foresight.pending.job.done())
     assert foresight.pending is not None
     return foresight.pending
 
 
-async def onset(session: Stepped) -> SoundOnset:
-    event = session.core.stamper(SoundOnset, audio_ms=AT_MS, strength_db=30.0)
+async def confirmed(session: Stepped, kind: HunchKind = "sound.onset") -> Event:
+    """The event a hunch of ``kind`` expected, published."""
+    if kind == "speech.started":
+        event: Event = session.core.stamper(SpeechStarted, audio_ms=AT_MS)
+    else:
+        event = session.core.stamper(SoundOnset, audio_ms=AT_MS, strength_db=30.0)
     await session.core.publish(event)
     return event
 
 
-async def onset_frames(
-    world_factory: SessionFactory, name: str, at: tuple[int, int], heard: tuple[int, int] | None
+async def input_frames(
+    world_factory: SessionFactory,
+    name: str,
+    kind: HunchKind,
+    at: tuple[int, int],
+    heard: tuple[int, int] | None,
 ) -> tuple[list[VideoOut], tuple[int, int], Foresight]:
-    """A session where an onset is confirmed once ``at`` (chunk, frames sent) and, where ``heard``, its
-    hunch was told at ``heard``: its frames through the chunk after the one reflecting it, where that is,
-    and its foresight."""
+    """A session where an input of ``kind`` is confirmed once ``at`` (chunk, frames sent) and, where
+    ``heard``, its hunch was told at ``heard``: its frames through the chunk after the one reflecting it,
+    where that is, and its foresight."""
     async with stepped_session(world_factory, name, replace=True, lead=LEAD) as session:
         assert session.core.splice(True)
         if heard is not None:
             await playing(session, *heard)
-            await made_ahead(session)
+            await made_ahead(session, kind)
         await playing(session, *at)
-        event = await onset(session)
+        event = await confirmed(session, kind)
         await answered(session, lambda: session.core.spliced + session.core.replaced == 1)
         frames = await frames_through(session, at[0] + 1)
     reflecting = [(v.chunk, v.frame) for v in frames if event.id in v.reflects]
@@ -71,21 +80,22 @@ async def onset_frames(
     return frames, reflecting[0], session.core.foreseen
 
 
+@pytest.mark.parametrize("kind", ["sound.onset", "speech.started"])
 @pytest.mark.parametrize(
-    ("heard", "confirmed"),
+    ("heard", "at"),
     [((PLAYING, 1), (PLAYING, 2)), ((PLAYING, FRAMES - 1), (PLAYING, FRAMES))],
     ids=["spliced into the chunk playing", "in the chunk after it, replaced"],
 )
-async def test_an_onset_confirmed_shows_what_was_made_on_its_hunch_the_same_frames(
-    world_factory: SessionFactory, heard: tuple[int, int], confirmed: tuple[int, int]
+async def test_an_input_confirmed_shows_what_was_made_on_its_hunch_the_same_frames(
+    world_factory: SessionFactory, kind: HunchKind, heard: tuple[int, int], at: tuple[int, int]
 ) -> None:
-    # Heard early in a chunk, the onset is confirmed while that chunk plays: it is made again ahead. Heard
+    # Heard early in a chunk, the input is confirmed while that chunk plays: it is made again ahead. Heard
     # as its last frame goes out, the confirmation finds the chunk after it waiting for its send: that one
     # is.
-    foreseen, shows, foresight = await onset_frames(world_factory, "foreseen", confirmed, heard)
+    foreseen, shows, foresight = await input_frames(world_factory, "foreseen", kind, at, heard)
     assert (foresight.started, foresight.used, foresight.dropped) == (1, 1, 0)
-    made_then, shown_then, _ = await onset_frames(world_factory, "on confirmation", confirmed, None)
-    assert shows == shown_then == (confirmed if confirmed[1] < FRAMES else (confirmed[0] + 1, 0))
+    made_then, shown_then, _ = await input_frames(world_factory, "on confirmation", kind, at, None)
+    assert shows == shown_then == (at if at[1] < FRAMES else (at[0] + 1, 0))
     assert [v.jpeg for v in foreseen] == [v.jpeg for v in made_then]
 
 
@@ -114,7 +124,7 @@ async def test_a_hunch_is_not_acted_on_where_the_server_does_not_foresee(
         session.core.foreseen.on = False  # ConductorConfig(foresee=False)
         await playing(session)
         hunch(session)
-        event = await onset(session)
+        event = await confirmed(session)
         await answered(session, lambda: session.core.spliced == 1)
         frames = await frames_through(session, PLAYING + 1)
     assert session.core.foreseen.started == 0
