@@ -35,6 +35,10 @@ from streaming_model.worker import Cancel, GeneratorWorker
 
 log = logging.getLogger(__name__)
 
+MICROPHONE_FRAME_S = 0.02
+"""How much later than its soonest an input may be confirmed: it is heard with the microphone frame that
+completes it (20 ms frames from the browser page and the voice pipelines)."""
+
 HUNCH_ID = "hunch"
 """The id of the input a foresight imagines: no real event's (nothing it submits is kept)."""
 
@@ -91,8 +95,6 @@ class Foresight:
         if not self.on:
             return
         target = self._target(chunk, hunch.confirm_ms / 1000.0)
-        if target is None:
-            return
         foreseen = self.decider.foresee(chunk.gen_chunk, chunk.decision, imagined(hunch))
         if foreseen is None:
             return
@@ -107,14 +109,12 @@ class Foresight:
         )
         self.started += 1
 
-    def _target(self, chunk: ReadyChunk, confirm_s: float) -> ReadyChunk | None:
-        """The chunk an input confirmed ``confirm_s`` from now will be made again under ``chunk``'s new
-        decision: the one playing before it if a frame of it is still to go out then (a splice), else
-        ``chunk`` (a replacement); None once ``chunk`` will have been handed on (the input then shows in the
-        decision after it, which only its own tick can make)."""
-        confirmed = self.schedule.now() + confirm_s
-        if confirmed >= self.schedule.send_at(chunk.index):
-            return None
+    def _target(self, chunk: ReadyChunk, confirm_s: float) -> ReadyChunk:
+        """The chunk an input confirmed ``confirm_s`` (and up to a microphone frame) from now will be made
+        again in: the one playing before ``chunk`` if a frame of it is still to go out then (a splice), else
+        ``chunk`` (a replacement; or, once handed on, a splice under the decision after it, which is the
+        one made here where the character's idle motion has not moved on)."""
+        confirmed = self.schedule.now() + confirm_s + MICROPHONE_FRAME_S
         playing = self.media.handed
         if playing is None or (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
             return chunk
