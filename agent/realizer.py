@@ -322,28 +322,29 @@ class Realizer:
         """Re-decide chunk ``k`` (the last ticked) as ``tick`` would, holding back every report and mark
         until ``commit``; ``discard`` restores the realizer. Settle it before anything else touches the
         realizer (no awaiting in between: ``submit``, ``tick`` and the rest refuse while it is open)."""
-        self._redecision.check_closed()
-        if k != self._last_k:
-            raise ValueError(f"only the last ticked chunk {self._last_k} can be re-decided, not {k}")
+        self._redecidable(k)
         return self._redecision.propose(lambda: self.tick(k))
 
     def foresee(self, k: int, imagine: Callable[[], object]) -> ChunkOutput:
         """Chunk ``k`` (the last ticked) as a re-decision would decide it after ``imagine`` (a reflex
         answering an input that is only expected), and nothing of it kept: the realizer is as it was before,
         nothing reported, nothing submitted."""
-        self._redecision.check_closed()
+        self._redecidable(k)
         before, causes = copy.deepcopy(self._fields()), copy.deepcopy(self._causes)
         self._reporter.hold()
         try:
             imagine()
-            self._reporter.release()
-            proposal = self.propose(k)
-            self.discard(proposal)
-            return proposal.output
+            return self.tick(k)
         finally:
             self._reporter.release()
             self._restore_fields(before)
             self._causes = causes
+
+    def _redecidable(self, k: int) -> None:
+        """Refuse a re-decision while one is open, or of another chunk than the last ticked."""
+        self._redecision.check_closed()
+        if k != self._last_k:
+            raise ValueError(f"only the last ticked chunk {self._last_k} can be re-decided, not {k}")
 
     def commit(self, proposal: Proposal) -> ChunkOutput:
         """Make ``proposal`` the decision of its chunk: what it reported is published now."""

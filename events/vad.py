@@ -323,7 +323,7 @@ class VoiceDetector:
         assert self._segment_start is not None
         if not self._confirmed:
             self._hunches.append(self._hunch(self._segment_start, dropped=True))
-        if self._confirmed:
+        else:
             end = self._refine_end(silence_start)
             at = max(min(end + self._pad, self.position), self._segment_start)
             duration = _ms(at - self._segment_start)

@@ -135,10 +135,7 @@ class Producer:
         already playing needs. None, and every chunk as it was, when ``cancel`` was set before the new one
         was denoised."""
         dropped, self.held = self.held, None
-        back = self.session.index - chunk  # committed chunks to undo (none where it is the one held)
-        before = self.session.snapshot() if back else None
-        if back:
-            self._back_to(chunk, back)
+        before = self._back_to(chunk)
         out = self._generate(cond, cancel, finish, finish_times)
         if out is None:
             if before is not None:
@@ -160,13 +157,10 @@ class Producer:
         was: its frames, and the splice for ``adopt`` (a reaction prepared on an input not yet certain).
         None when ``cancel`` was set before it was denoised."""
         held, era = self.held, self.era
-        back = self.session.index - chunk
-        before = self.session.snapshot() if back else None
+        before = self._back_to(chunk)
         try:
-            if back:
-                self._back_to(chunk, back)
             base = self.session.snapshot()
-            if back:
+            if before is not None:
                 self._base = (chunk, era, base)
             pending = self.session.generate(apply_fallbacks(cond, self.manifest), cancel)
             out = self._finish(pending, cancel, finish, finish_times)
@@ -176,12 +170,18 @@ class Producer:
                 self.session.restore(before)
             self.held = held
 
-    def _back_to(self, chunk: int, back: int) -> None:
-        """The session's state as it was before ``chunk``, ``back`` committed chunks ago."""
+    def _back_to(self, chunk: int) -> object | None:
+        """Put the session's state back to before ``chunk``; the state it had, None where ``chunk`` is not
+        committed (the held one: nothing to undo)."""
+        back = self.session.index - chunk  # committed chunks to undo
+        if not back:
+            return None
+        before = self.session.snapshot()
         if self._base is not None and self._base[:2] == (chunk, self.era):
             self.session.restore(self._base[2])
         else:
             self.session.rollback(back)
+        return before
 
     def adopt(self, ahead: Ahead) -> bool:
         """Make the splice ``foresee`` made the one done (as ``splice`` leaves it: that chunk held, the ones
