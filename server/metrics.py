@@ -146,13 +146,13 @@ _CONDUCTOR_SERIES: tuple[_SessionSeries, ...] = (
     (
         "counter",
         "onstage_session_foreseen",
-        "Splices prepared on an onset's hunch while it was being confirmed (server.core.foresight).",
+        "Splices prepared on a hunch (an onset, a start of speech) while it was confirmed (server.core.foresight).",
         lambda s: s.conductor.foreseen.started,
     ),
     (
         "counter",
         "onstage_session_foreseen_shown",
-        "Splices prepared on a hunch whose onset was confirmed, and shown.",
+        "Splices prepared on a hunch whose input was confirmed, and shown.",
         lambda s: s.conductor.foreseen.used,
     ),
     (

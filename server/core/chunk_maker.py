@@ -27,8 +27,8 @@ it is made again on the new one. So a reaction waits for the next frame a regene
 the next chunk. It is tried only where the chunk after it can still be made for its send
 (``ChunkSchedule.splice_from``); a splice still denoising when that stops being so is abandoned, and
 every chunk stands. Another urgent event that changes the decision while a splice denoises is spliced
-as soon as that splice is made, before the chunk after it is made again. A splice prepared on an onset's
-hunch while it was being confirmed (``server.core.foresight``) is taken where the re-decision asks for it,
+as soon as that splice is made, before the chunk after it is made again. A splice prepared on a hunch (an
+onset's, a start of speech's) while it was being confirmed (``server.core.foresight``) is taken where the re-decision asks for it,
 as a splice or a replacement.
 """
 
@@ -155,7 +155,7 @@ class ChunkMaker:
         try:
             await self._keep_minds()
             jpegs = await self.foresight.take(chunk.index, chunk.gen_chunk, redo.out.condition)
-            if jpegs is not None:  # made ahead, on an onset's hunch
+            if jpegs is not None:  # made ahead, on a hunch
                 return self._made_again(chunk, redo, jpegs, ())
             jpegs = await self.worker.replace(redo.out.condition, cancel, self._encode)
         finally:

@@ -199,7 +199,7 @@ class Conductor:
 
     @property
     def foreseen(self) -> Foresight:
-        """The splices prepared on onsets' hunches (counts of those started, shown and undone)."""
+        """The splices prepared on hunches (counts of those started, shown and undone)."""
         return self.maker.foresight
 
     @property

@@ -77,7 +77,7 @@ class UrgentInputs:
         return event
 
     def hunch(self, hunch: Hunch) -> None:
-        """An onset hunch from the ears (``EarsService.on_hunch``), for ``until``."""
+        """A hunch from the ears (``EarsService.on_hunch``), for ``until``."""
         self._hunches.append(hunch)
         self._hunched.set()
 
