@@ -115,7 +115,7 @@ class ChunkMaker:
         while (event := await self.urgent.until(hand_at)) is not None:
             if isinstance(event, Hunch):
                 if self.splices:
-                    self.foresight.hunch(event, chunk)
+                    self.foresight.hunch(event, chunk, hand_at)
                 continue
             redo = await self._redecide(event, chunk, regenerate=self.replaces)
             if redo is None:
@@ -205,7 +205,7 @@ class ChunkMaker:
         shown: tuple[str, ...] | None = None  # once a splice's frames went to the sender
         while True:
             unsent = self.media.unsent(playing)
-            made_in = 0.0 if self.foresight.ready(playing.index) else None  # made ahead: no time needed
+            made_in = self.foresight.made_in(playing.index)  # made ahead: no time, or what is left of it
             if unsent is None or self.schedule.splice_from(playing.index, unsent, frames, made_in) is None:
                 return redo, shown
             was = playing.condition

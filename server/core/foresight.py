@@ -6,10 +6,11 @@ candidate at once as a ``Hunch`` (``events.hunch``): while a chunk waits for its
 the minds what the reflexes would make of such an input (``Decider.foresee``, nothing kept) and, where that
 changes the condition, has the generator make again, ahead and with nothing changed
 (``GeneratorWorker.foresee``), the chunk the confirmation will find: the one playing now if its last frame
-goes out after the confirmation is due (a splice), else the chunk waiting for its send (a replacement).
-When the input is confirmed and its re-decision asks for that chunk under that very condition, the chunk
-maker takes the frames made ahead (``take``: the generator adopts them), and the reaction waits only for
-the next frame. A hunch dropped, or that chunk asked for under another condition, forgets it. Frames
+goes out after the confirmation is due and the chunk waiting is not handed to the sender before it (a
+splice), else the chunk waiting (a replacement, or a splice once it is handed on). When the input is
+confirmed and its re-decision asks for that chunk under that very condition, the chunk maker takes the
+frames made ahead (``take``: the generator adopts them), and the reaction waits only for the next frame;
+where they are still being made, it splices from the frame they will be ready for (``made_in``). A hunch dropped, or that chunk asked for under another condition, forgets it. Frames
 shown are the same either way: what is made ahead is what the confirmation would have made.
 """
 
@@ -55,6 +56,8 @@ class Foreseen:
     at_ms: float
     job: asyncio.Future[tuple[list[bytes], Ahead] | None]
     cancel: Cancel
+    started_at: float
+    """When its making began (the session's clock)."""
 
 
 class Foresight:
@@ -81,10 +84,10 @@ class Foresight:
         self.used = 0
         self.dropped = 0
 
-    def hunch(self, hunch: Hunch, chunk: ReadyChunk) -> None:
-        """Act on ``hunch`` while ``chunk`` (decided, generated) waits for its send: a dropped one forgets
-        what was made for it; a new one has the chunk its confirmation will find made again ahead, where
-        the reflexes' answer changes ``chunk``'s condition."""
+    def hunch(self, hunch: Hunch, chunk: ReadyChunk, hand_at: float) -> None:
+        """Act on ``hunch`` while ``chunk`` (decided, generated) waits to be handed to the sender at
+        ``hand_at``: a dropped one forgets what was made for it; a new one has the chunk its confirmation
+        will find made again ahead, where the reflexes' answer changes ``chunk``'s condition."""
         if hunch.dropped:
             if self.pending is not None and (self.pending.kind, self.pending.at_ms) == (
                 hunch.kind,
@@ -94,7 +97,7 @@ class Foresight:
             return
         if not self.on:
             return
-        target = self._target(chunk, hunch.confirm_ms / 1000.0)
+        target = self._target(chunk, hand_at, hunch.confirm_ms / 1000.0)
         foreseen = self.decider.foresee(chunk.gen_chunk, chunk.decision, imagined(hunch))
         if foreseen is None:
             return
@@ -105,17 +108,28 @@ class Foresight:
         job = asyncio.ensure_future(self.worker.foresee(target.gen_chunk, condition, cancel, self._encode))
         job.add_done_callback(_failed)
         self.pending = Foreseen(
-            target.index, target.gen_chunk, condition, hunch.kind, hunch.audio_ms, job, cancel
+            target.index,
+            target.gen_chunk,
+            condition,
+            hunch.kind,
+            hunch.audio_ms,
+            job,
+            cancel,
+            self.schedule.now(),
         )
         self.started += 1
 
-    def _target(self, chunk: ReadyChunk, confirm_s: float) -> ReadyChunk:
+    def _target(self, chunk: ReadyChunk, hand_at: float, confirm_s: float) -> ReadyChunk:
         """The chunk an input confirmed ``confirm_s`` (and up to a microphone frame) from now will be made
-        again in: the one playing before ``chunk`` if a frame of it is still to go out then (a splice), else
-        ``chunk`` (a replacement; or, once handed on, a splice under the decision after it, which is the
-        one made here where the character's idle motion has not moved on)."""
+        again in: the one playing before ``chunk`` if a frame of it is still to go out then and ``chunk``
+        has not been handed on to follow it (a splice), else ``chunk`` (a replacement; or, once handed on,
+        a splice under the decision after it, which is the one made here where the character's idle motion
+        has not moved on). A splice goes into the chunk handed last, so once ``chunk`` is handed the one
+        before it is out of reach, its last frames unsent or not."""
         confirmed = self.schedule.now() + confirm_s + MICROPHONE_FRAME_S
         playing = self.media.handed
+        if hand_at <= confirmed:
+            return chunk
         if playing is None or (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
             return chunk
         last = self.schedule.media.first_frame(playing.index) + len(playing.jpegs) - 1
@@ -124,6 +138,16 @@ class Foresight:
     def ready(self, index: int) -> bool:
         """Whether media chunk ``index`` has been made again ahead (a splice of it needs no more time)."""
         return self.pending is not None and self.pending.index == index and self.pending.job.done()
+
+    def made_in(self, index: int) -> float | None:
+        """Seconds until media chunk ``index`` is made again ahead, as a typical making goes: 0 where it is,
+        None where it is not being made ahead (a splice of it then takes a whole making)."""
+        foreseen = self.pending
+        if foreseen is None or foreseen.index != index:
+            return None
+        if foreseen.job.done():
+            return 0.0
+        return max(0.0, self.schedule.typical() - (self.schedule.now() - foreseen.started_at))
 
     async def take(self, index: int, gen_chunk: int, condition: ChunkCondition) -> list[bytes] | None:
         """The frames of media chunk ``index`` (generator chunk ``gen_chunk``) made again ahead under
@@ -137,7 +161,8 @@ class Foresight:
             return None
         self.pending = None
         await asyncio.wait({foreseen.job})
-        made = None if foreseen.job.exception() is not None else foreseen.job.result()
+        job = foreseen.job
+        made = None if job.cancelled() or job.exception() is not None else job.result()
         if made is None or not await self.worker.adopt(made[1]):
             self.dropped += 1
             return None

@@ -5,6 +5,9 @@ tests."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import pytest
 
 from events.hunch import Hunch, HunchKind
@@ -129,3 +132,59 @@ async def test_a_hunch_is_not_acted_on_where_the_server_does_not_foresee(
         frames = await frames_through(session, PLAYING + 1)
     assert session.core.foreseen.started == 0
     assert [(v.chunk, v.frame) for v in frames if event.id in v.reflects] == [(PLAYING, SENT)]
+
+
+REGENERATION_S = 0.1
+"""What a regeneration takes on the slow machine of the test below (set in its schedule): the chunk after
+the one playing is handed to the sender 125 ms (with the margin) before its first frame."""
+HANDED = PLAYING + 1
+"""The chunk playing when that test's hunch comes: the character's idle gaze holds from the chunk after it
+into the next one (after chunk ``PLAYING`` it moves, and a confirmation there re-decides that chunk under
+another condition than the one made ahead, which is then forgotten)."""
+
+
+async def test_a_hunch_confirmed_after_the_next_chunk_is_handed_on_has_that_chunk_made_ahead(
+    world_factory: SessionFactory,
+) -> None:
+    # Heard with the playing chunk's last frame still to go out after the confirmation, but the chunk
+    # after it handed to the sender before it: a splice can only go into the chunk handed last, so that
+    # one is made ahead (the one playing used to be, and was forgotten at the confirmation).
+    async with stepped_session(world_factory, "handed", replace=True, lead=LEAD) as session:
+        assert session.core.splice(True)
+        schedule = session.core.schedule
+        # The clock stands still while the model works: the times a slow machine measures are set here.
+        schedule.chunk_times.extend([REGENERATION_S] * (schedule.chunk_times.maxlen or 0))
+        await playing(session, HANDED, FRAMES - 2)
+        confirmation = schedule.now() + 0.065 + 0.02  # the hunch's confirm_ms and a microphone frame
+        assert schedule.hand_at(HANDED + 1) <= confirmation < schedule.frame_at((HANDED + 1) * FRAMES - 1)
+        ahead = await made_ahead(session)
+        assert ahead.index == HANDED + 1
+        await playing(session, HANDED, FRAMES)  # the chunk after it handed on
+        event = await confirmed(session)
+        await answered(session, lambda: session.core.spliced == 1)
+        frames = await frames_through(session, HANDED + 1)
+    foresight = session.core.foreseen
+    assert (foresight.started, foresight.used, foresight.dropped) == (1, 1, 0)
+    assert [(v.chunk, v.frame) for v in frames if event.id in v.reflects] == [(HANDED + 1, 0)]
+
+
+async def test_a_splice_being_made_ahead_is_counted_ready_in_what_is_left_of_a_typical_making(
+    world_factory: SessionFactory,
+) -> None:
+    # A confirmation that comes while the splice made ahead is still being made splices from the frame it
+    # will be ready for, not from the one a whole making started then would reach.
+    async with stepped_session(world_factory, "in the making", replace=True, lead=LEAD) as session:
+        assert session.core.splice(True)
+        schedule = session.core.schedule
+        schedule.chunk_times.extend([REGENERATION_S] * (schedule.chunk_times.maxlen or 0))
+        await playing(session)
+        foresight = session.core.foreseen
+        ahead = await made_ahead(session)
+        assert foresight.made_in(ahead.index) == 0.0
+        assert foresight.made_in(ahead.index + 1) is None  # none made ahead for it
+        begun = asyncio.get_running_loop().create_future()  # the same making, not finished
+        foresight.pending = dataclasses.replace(ahead, job=begun, started_at=schedule.now() - 0.04)
+        assert foresight.made_in(ahead.index) == pytest.approx(REGENERATION_S - 0.04)
+        foresight.pending.started_at = schedule.now() - 2 * REGENERATION_S  # slower than typical
+        assert foresight.made_in(ahead.index) == 0.0
+        foresight.pending = ahead
