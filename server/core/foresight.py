@@ -1,16 +1,18 @@
 """A reaction prepared on a hunch, while its input is still being confirmed.
 
 An onset is confirmed 65 ms after it is heard (``events.onset``), the start of speech 64 ms or more
-(``events.vad``); a splice then takes a regeneration (20-40 ms here) before it shows. The ears tell each
+(``events.vad``); a splice then takes a regeneration (20-40 ms where the generator computes in bf16, ~60 on an AVX2-only
+EPYC) before it shows. The ears tell each
 candidate at once as a ``Hunch`` (``events.hunch``): while a chunk waits for its send, the chunk maker asks
 the minds what the reflexes would make of such an input (``Decider.foresee``, nothing kept) and, where that
 changes the condition, has the generator make again, ahead and with nothing changed
-(``GeneratorWorker.foresee``), the chunk the confirmation will find: the one playing now if its last frame
-goes out after the confirmation is due and the chunk waiting is not handed to the sender before it (a
-splice), else the chunk waiting (a replacement, or a splice once it is handed on). When the input is
-confirmed and its re-decision asks for that chunk under that very condition, the chunk maker takes the
-frames made ahead (``take``: the generator adopts them), and the reaction waits only for the next frame;
-where they are still being made, it splices from the frame they will be ready for (``made_in``). A hunch dropped, or that chunk asked for under another condition, forgets it. Frames
+(``GeneratorWorker.foresee``), the chunk the confirmation will find: the one playing now where a splice
+of it can still show once the input is confirmed and the splice made, and the chunk waiting is not handed
+to the sender before that (a splice), else the chunk waiting (a replacement, or a splice once it is handed
+on). When the input is confirmed and its re-decision asks for that chunk under that very condition, the
+chunk maker takes the frames made ahead (``take``: the generator adopts them), and the reaction waits only
+for the next frame; where they are still being made, it splices from the frame they will be ready for
+(``made_in``). A hunch dropped, or that chunk asked for under another condition, forgets it. Frames
 shown are the same either way: what is made ahead is what the confirmation would have made.
 """
 
@@ -121,19 +123,20 @@ class Foresight:
 
     def _target(self, chunk: ReadyChunk, hand_at: float, confirm_s: float) -> ReadyChunk:
         """The chunk an input confirmed ``confirm_s`` (and up to a microphone frame) from now will be made
-        again in: the one playing before ``chunk`` if a frame of it is still to go out then and ``chunk``
-        has not been handed on to follow it (a splice), else ``chunk`` (a replacement; or, once handed on,
-        a splice under the decision after it, which is the one made here where the character's idle motion
-        has not moved on). A splice goes into the chunk handed last, so once ``chunk`` is handed the one
-        before it is out of reach, its last frames unsent or not."""
-        confirmed = self.schedule.now() + confirm_s + MICROPHONE_FRAME_S
+        again in: the one playing before ``chunk`` where a splice of it made from now on can still show
+        (``ChunkSchedule.splice_from``: from the confirmation or once made, whichever is later) and
+        ``chunk`` is not handed to the sender before the confirmation (a splice goes into the chunk handed
+        last); else ``chunk`` (a replacement; or, once handed on, a splice under the decision after it,
+        which is the one made here where the character's idle motion has not moved on)."""
+        confirmed_in = confirm_s + MICROPHONE_FRAME_S
         playing = self.media.handed
-        if hand_at <= confirmed:
+        if hand_at <= self.schedule.now() + confirmed_in:
             return chunk
         if playing is None or (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
             return chunk
-        last = self.schedule.media.first_frame(playing.index) + len(playing.jpegs) - 1
-        return playing if self.schedule.frame_at(last) > confirmed else chunk
+        shown_in = max(confirmed_in, self.schedule.typical())
+        spliced = self.schedule.splice_from(playing.index, 0, len(playing.jpegs), shown_in)
+        return chunk if spliced is None else playing
 
     def ready(self, index: int) -> bool:
         """Whether media chunk ``index`` has been made again ahead (a splice of it needs no more time)."""

@@ -188,3 +188,25 @@ async def test_a_splice_being_made_ahead_is_counted_ready_in_what_is_left_of_a_t
         foresight.pending.started_at = schedule.now() - 2 * REGENERATION_S  # slower than typical
         assert foresight.made_in(ahead.index) == 0.0
         foresight.pending = ahead
+
+
+async def test_where_no_splice_of_the_chunk_playing_could_show_the_chunk_waiting_is_made_ahead(
+    world_factory: SessionFactory,
+) -> None:
+    # Its frames still to go out after the confirmation, but making a chunk again takes most of a chunk on
+    # this (slow) machine: a splice would leave the chunk after it no time to be made again for its send, so
+    # the confirmation will replace that one, and that is the one made ahead.
+    async with stepped_session(world_factory, "no splice", replace=True, lead=LEAD) as session:
+        assert session.core.splice(True)
+        schedule = session.core.schedule
+        schedule.produce_times.extend([0.95 * schedule.media.chunk_s] * (schedule.produce_times.maxlen or 0))
+        await playing(session, PLAYING, 1)
+        ahead = await made_ahead(session)
+        assert ahead.index == PLAYING + 1
+        await playing(session, PLAYING, 2)
+        event = await confirmed(session)
+        await answered(session, lambda: session.core.replaced == 1)
+        frames = await frames_through(session, PLAYING + 1)
+    foresight = session.core.foreseen
+    assert (foresight.started, foresight.used, foresight.dropped, session.core.spliced) == (1, 1, 0, 0)
+    assert [(v.chunk, v.frame) for v in frames if event.id in v.reflects] == [(PLAYING + 1, 0)]
