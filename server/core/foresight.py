@@ -123,20 +123,22 @@ class Foresight:
 
     def _target(self, chunk: ReadyChunk, hand_at: float, confirm_s: float) -> ReadyChunk:
         """The chunk an input confirmed ``confirm_s`` (and up to a microphone frame) from now will be made
-        again in: the one playing before ``chunk`` where a splice of it made from now on can still show
-        (``ChunkSchedule.splice_from``: from the confirmation or once made, whichever is later) and
-        ``chunk`` is not handed to the sender before the confirmation (a splice goes into the chunk handed
-        last); else ``chunk`` (a replacement; or, once handed on, a splice under the decision after it,
-        which is the one made here where the character's idle motion has not moved on)."""
-        confirmed_in = confirm_s + MICROPHONE_FRAME_S
+        again in: the one playing before ``chunk`` where a frame of it is still to go out then, a splice of
+        it made from now on could still show when confirmed on time (``ChunkSchedule.splice_from``: the
+        chunk after it made again in time), and ``chunk`` is not handed to the sender before the
+        confirmation (a splice goes into the chunk handed last); else ``chunk`` (a replacement; or, once
+        handed on, a splice under the decision after it, which is the one made here where the character's
+        idle motion has not moved on)."""
+        confirmed = self.schedule.now() + confirm_s + MICROPHONE_FRAME_S
         playing = self.media.handed
-        if hand_at <= self.schedule.now() + confirmed_in:
+        if hand_at <= confirmed:
             return chunk
         if playing is None or (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
             return chunk
-        shown_in = max(confirmed_in, self.schedule.typical())
-        spliced = self.schedule.splice_from(playing.index, 0, len(playing.jpegs), shown_in)
-        return chunk if spliced is None else playing
+        last = self.schedule.media.first_frame(playing.index) + len(playing.jpegs) - 1
+        soonest = max(confirm_s, self.schedule.typical())  # confirmed on time, or made, whichever is later
+        fits = self.schedule.splice_from(playing.index, 0, len(playing.jpegs), soonest) is not None
+        return playing if fits and self.schedule.frame_at(last) > confirmed else chunk
 
     def ready(self, index: int) -> bool:
         """Whether media chunk ``index`` has been made again ahead (a splice of it needs no more time)."""
