@@ -55,7 +55,8 @@ def chosen_kernels(kernels: str) -> Kernels:
     if choice == "onednn" and not _has_onednn():
         raise ValueError(
             "kernels=onednn needs torch's oneDNN linear ops (mkldnn._linear_pointwise and "
-            "_reorder_linear_weight); this torch lacks them"
+            "_reorder_linear_weight) and, where the machine computes in bf16, oneDNN's bf16 products "
+            "(AVX512 BW/VL/DQ or AVX-NE-CONVERT): this torch or this CPU lacks them"
         )
     if choice != "auto":
         return choice
@@ -63,9 +64,18 @@ def chosen_kernels(kernels: str) -> Kernels:
 
 
 def _has_onednn() -> bool:
-    # A private op of torch's (the pinned torch has it); without it, torch's kernels rather than a failure.
+    # Private ops of torch's (the pinned torch has them); without them, torch's kernels rather than a failure.
     ops = ("_linear_pointwise", "_reorder_linear_weight")
-    return torch.backends.mkldnn.is_available() and all(hasattr(torch.ops.mkldnn, op) for op in ops)
+    if not (torch.backends.mkldnn.is_available() and all(hasattr(torch.ops.mkldnn, op) for op in ops)):
+        return False
+    # oneDNN cannot pack bf16 weights without AVX512 (BW, VL, DQ) or AVX-NE-CONVERT: a machine made to
+    # compute in bf16 without them (ONSTAGE_PRECISION=bf16 on an AVX2-only CPU) keeps torch's kernels.
+    return compute_dtype() != torch.bfloat16 or onednn_bf16()
+
+
+def onednn_bf16() -> bool:
+    """Whether this CPU's oneDNN computes bf16 products (and packs bf16 weights)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

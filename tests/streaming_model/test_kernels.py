@@ -18,6 +18,7 @@ from streaming_model.dit import Block, DiT
 from streaming_model.kernels import (
     PackedLinear,
     chosen_kernels,
+    onednn_bf16,
     plain_attention,
     with_kernels,
 )
@@ -45,7 +46,14 @@ def test_the_fused_product_is_the_product_then_the_tanh_gelu() -> None:
     linear, x = nn.Linear(256, 1024), torch.randn(2, 64, 256)
     expected = F.gelu(linear(x), approximate="tanh")
     assert torch.allclose(PackedLinear(linear, gelu=True)(x), expected, atol=1e-5)
-    # In bf16 it rounds once, after the GELU: no further from the fp32 result than the two ops apart.
+
+
+@pytest.mark.skipif(not onednn_bf16(), reason="this CPU's oneDNN has no bf16 products (no AVX512 BW/VL/DQ)")
+def test_in_bf16_the_fused_product_rounds_once_after_the_gelu() -> None:
+    # No further from the fp32 result than the two ops apart.
+    torch.manual_seed(0)
+    linear, x = nn.Linear(256, 1024), torch.randn(2, 64, 256)
+    expected = F.gelu(linear(x), approximate="tanh")
     held = nn.Linear(256, 1024).to(torch.bfloat16)
     held.load_state_dict(linear.state_dict())
     fused = (PackedLinear(held, gelu=True)(x).float() - expected).abs().max()
@@ -145,5 +153,19 @@ def test_onednn_sessions_get_their_own_frames_in_a_batch(onednn_generator: Gener
 def test_a_torch_without_the_fused_op_keeps_torchs_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "_has_onednn", lambda: False)
     assert chosen_kernels("auto") == "torch"
-    with pytest.raises(ValueError, match="this torch lacks them"):
+    with pytest.raises(ValueError, match="this torch or this CPU lacks them"):
         chosen_kernels("onednn")
+
+
+def test_a_machine_made_to_compute_in_bf16_without_onednns_bf16_keeps_torchs_kernels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ONSTAGE_PRECISION=bf16 on an AVX2-only CPU: oneDNN could not pack the bf16 weights (torch raised from
+    # deep in loading); now it is torch's kernels, or a refusal that says why.
+    monkeypatch.setattr(kernels, "compute_dtype", lambda: torch.bfloat16)
+    monkeypatch.setattr(kernels, "onednn_bf16", lambda: False)
+    assert chosen_kernels("auto") == "torch"
+    with pytest.raises(ValueError, match="oneDNN's bf16 products"):
+        chosen_kernels("onednn")
+    monkeypatch.setattr(kernels, "onednn_bf16", lambda: True)
+    assert chosen_kernels("auto") == "onednn"
