@@ -1,19 +1,19 @@
 """A reaction prepared on a hunch, while its input is still being confirmed.
 
 An onset is confirmed 65 ms after it is heard (``events.onset``), the start of speech 64 ms or more
-(``events.vad``); a splice then takes a regeneration (20-40 ms where the generator computes in bf16, ~60 on an AVX2-only
-EPYC) before it shows. The ears tell each
-candidate at once as a ``Hunch`` (``events.hunch``): while a chunk waits for its send, the chunk maker asks
-the minds what the reflexes would make of such an input (``Decider.foresee``, nothing kept) and, where that
-changes the condition, has the generator make again, ahead and with nothing changed
-(``GeneratorWorker.foresee``), the chunk the confirmation will find: the one playing now where a splice
-of it can still show once the input is confirmed and the splice made, and the chunk waiting is not handed
-to the sender before that (a splice), else the chunk waiting (a replacement, or a splice once it is handed
-on). When the input is confirmed and its re-decision asks for that chunk under that very condition, the
-chunk maker takes the frames made ahead (``take``: the generator adopts them), and the reaction waits only
-for the next frame; where they are still being made, it splices from the frame they will be ready for
-(``made_in``). A hunch dropped, or that chunk asked for under another condition, forgets it. Frames
-shown are the same either way: what is made ahead is what the confirmation would have made.
+(``events.vad``); a splice then takes a regeneration (20-40 ms where the generator computes in bf16, ~60 on
+an AVX2-only EPYC) before it shows. The ears tell each candidate at once as a ``Hunch`` (``events.hunch``):
+while a chunk waits for its send, the chunk maker asks the minds what the reflexes would make of such an
+input (``Decider.foresee``, nothing kept) and, where that changes the condition, has the generator make
+again, ahead and with nothing changed (``GeneratorWorker.foresee``), the chunk the confirmation will find:
+the one playing now where a splice of it can still show once the input is confirmed and the splice made,
+and the chunk waiting is not handed to the sender before that (a splice), else the chunk waiting (a
+replacement, or a splice once it is handed on). When the input is confirmed and its re-decision asks for
+that chunk under that very condition, the chunk maker takes the frames made ahead (``take``: the
+generator adopts them), and the reaction waits only for the next frame; where they are still being made,
+it splices from the frame they will be ready for (``made_in``). A hunch dropped, or that chunk asked for
+under another condition, forgets it. Frames shown are the same either way: what is made ahead is what the
+confirmation would have made.
 """
 
 from __future__ import annotations
