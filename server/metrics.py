@@ -146,7 +146,8 @@ _CONDUCTOR_SERIES: tuple[_SessionSeries, ...] = (
     (
         "counter",
         "onstage_session_foreseen",
-        "Splices prepared on a hunch (an onset, a start of speech) while it was confirmed (server.core.foresight).",
+        "Splices prepared on a hunch (an onset, a start of speech) while it was confirmed "
+        "(server.core.foresight).",
         lambda s: s.conductor.foreseen.started,
     ),
     (

@@ -28,8 +28,8 @@ the next chunk. It is tried only where the chunk after it can still be made for 
 (``ChunkSchedule.splice_from``); a splice still denoising when that stops being so is abandoned, and
 every chunk stands. Another urgent event that changes the decision while a splice denoises is spliced
 as soon as that splice is made, before the chunk after it is made again. A splice prepared on a hunch (an
-onset's, a start of speech's) while it was being confirmed (``server.core.foresight``) is taken where the re-decision asks for it,
-as a splice or a replacement.
+onset's, a start of speech's) while it was being confirmed (``server.core.foresight``) is taken where the
+re-decision asks for it, as a splice or a replacement.
 """
 
 from __future__ import annotations

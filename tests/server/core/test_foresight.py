@@ -16,7 +16,7 @@ from server.core.foresight import Foreseen, Foresight
 from server.core.outputs import VideoOut
 from server.sessions import SessionFactory
 from tests.server.core.test_splice import LEAD, PLAYING, SENT, answered, frames_through
-from tests.support.stepped import Stepped, stepped_session
+from tests.support.stepped import Stepped, measured, stepped_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -152,8 +152,7 @@ async def test_a_hunch_confirmed_after_the_next_chunk_is_handed_on_has_that_chun
     async with stepped_session(world_factory, "handed", replace=True, lead=LEAD) as session:
         assert session.core.splice(True)
         schedule = session.core.schedule
-        # The clock stands still while the model works: the times a slow machine measures are set here.
-        schedule.chunk_times.extend([REGENERATION_S] * (schedule.chunk_times.maxlen or 0))
+        measured(schedule.chunk_times, REGENERATION_S)
         await playing(session, HANDED, FRAMES - 2)
         confirmation = schedule.now() + 0.065 + 0.02  # the hunch's confirm_ms and a microphone frame
         assert schedule.hand_at(HANDED + 1) <= confirmation < schedule.frame_at((HANDED + 1) * FRAMES - 1)
@@ -176,7 +175,7 @@ async def test_a_splice_being_made_ahead_is_counted_ready_in_what_is_left_of_a_t
     async with stepped_session(world_factory, "in the making", replace=True, lead=LEAD) as session:
         assert session.core.splice(True)
         schedule = session.core.schedule
-        schedule.chunk_times.extend([REGENERATION_S] * (schedule.chunk_times.maxlen or 0))
+        measured(schedule.chunk_times, REGENERATION_S)
         await playing(session)
         foresight = session.core.foreseen
         ahead = await made_ahead(session)
@@ -199,7 +198,7 @@ async def test_where_no_splice_of_the_chunk_playing_could_show_the_chunk_waiting
     async with stepped_session(world_factory, "no splice", replace=True, lead=LEAD) as session:
         assert session.core.splice(True)
         schedule = session.core.schedule
-        schedule.produce_times.extend([0.95 * schedule.media.chunk_s] * (schedule.produce_times.maxlen or 0))
+        measured(schedule.produce_times, 0.95 * schedule.media.chunk_s)
         await playing(session, PLAYING, 1)
         ahead = await made_ahead(session)
         assert ahead.index == PLAYING + 1

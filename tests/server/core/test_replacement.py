@@ -16,7 +16,7 @@ import pytest_asyncio
 from events.vocabulary import Gesture
 from server.core.outputs import VideoOut
 from server.sessions import SessionFactory
-from tests.support.stepped import Stepped, stepped_session
+from tests.support.stepped import Stepped, measured, stepped_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -72,9 +72,7 @@ async def test_with_a_whole_chunk_of_lead_the_next_chunk_is_made_once_the_one_be
     # tells the loop's waits from the sender's by their times).
     async with stepped_session(world_factory, "early", replace=True, lead=1.05) as session:
         schedule = session.core.schedule
-        # The stepped clock stands still while the model works, so no regeneration takes any time in it: the
-        # median the schedule keeps is set here (the conductor's own entries cannot move it within this test).
-        schedule.chunk_times.extend([REGENERATION_S] * (schedule.chunk_times.maxlen or 0))
+        measured(schedule.chunk_times, REGENERATION_S)  # no regeneration takes any time on a stepped clock
         m = await session.until_loop_waits()  # chunk m is made and held while it may still be replaced
         assert session.clock.pending()[0] == pytest.approx(schedule.send_at(m) - 1.25 * REGENERATION_S)
         session.clock.advance(session.clock.pending()[0])

@@ -15,7 +15,7 @@ from events.vocabulary import Gesture
 from server.core.outputs import VideoOut
 from server.sessions import SessionFactory
 from tests.support.outputs import WAIT_S
-from tests.support.stepped import Stepped, stepped_session
+from tests.support.stepped import Stepped, measured, stepped_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -181,7 +181,7 @@ async def test_slow_decisions_do_not_keep_a_splice_out(world_factory: SessionFac
         await session.until_loop_waits()
         schedule = session.core.schedule
         assert len(schedule.produce_times) >= PLAYING  # each chunk's generation timed, its commit with it
-        schedule.made_times.extend([schedule.media.chunk_s] * (schedule.made_times.maxlen or 0))
+        measured(schedule.made_times, schedule.media.chunk_s)
         wave = session.core.stamper(Gesture, gesture="wave", confidence=1.0)
         await session.core.publish(wave)
         await answered(session, lambda: session.core.spliced == 1)
