@@ -11,7 +11,23 @@ COLOR_TOL = 70.0
 
 def near(frames: np.ndarray, color: np.ndarray, tol: float = COLOR_TOL) -> np.ndarray:
     """(...) bool: pixels (..., 3) within ``tol`` (L1) of ``color``."""
-    return np.abs(frames - color).sum(-1) < tol
+    return l1(frames, color) < tol
+
+
+def l1(frames: np.ndarray, color: np.ndarray) -> np.ndarray:
+    """(...) the L1 distance (summed over RGB) of pixels (..., 3) to ``color``: ``np.abs(frames -
+    color).sum(-1)`` to the bit (the channels are added in the same order), without the full-size
+    difference and numpy's slow reduction over a last axis of three (~5x the time)."""
+    out = np.abs(frames[..., 0] - color[0])
+    out += np.abs(frames[..., 1] - color[1])
+    out += np.abs(frames[..., 2] - color[2])
+    return out
+
+
+def channel_sum(x: np.ndarray) -> np.ndarray:
+    """(...) the sum over the last axis of (..., 3) ``x``, as ``x.sum(-1)`` gives it (the same order of
+    additions), added channel by channel (numpy reduces a last axis of three several times slower)."""
+    return x[..., 0] + x[..., 1] + x[..., 2]
 
 
 def grow(mask: np.ndarray) -> np.ndarray:

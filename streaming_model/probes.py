@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .masks import near, opened
-from .scene_probes import SceneMeasures, measure_scene, normalise, scenery_mask
+from .masks import channel_sum, l1, near, opened
+from .scene_probes import SceneMeasures, in_daylight, scenery_mask
 from .world import palette as P
 from .world.render import FLOOR_Y
 
@@ -52,8 +52,7 @@ def _centroid(mask: np.ndarray, axis: int) -> np.ndarray:
 
 def measure(frames: np.ndarray, identity: int) -> Measures:
     """Measure every frame of (..., H, W, 3) uint8 frames of a character of the given identity."""
-    scene = measure_scene(frames)
-    f = normalise(frames.astype(np.float32), scene.light)  # as in daylight, whatever the scene's light
+    scene, f = in_daylight(frames)  # f: as in daylight, whatever the scene's light
     pal = P.PALETTES[identity]
     char, body, limb = _character(f, pal, scene)
     mouth = near(f, P.MOUTH_OPEN) & char
@@ -96,10 +95,16 @@ def _character(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masks of the character, its body colour and its limb colour in daylight-normalised frames ``f``:
     what is neither sky nor floor (nor shadow on it), less the scenery and the falling weather."""
-    sky = np.abs(f - P.SKY).sum(-1) > 60
+    sky = l1(f, P.SKY) > 60
     # On the floor, shadow (also its soft edge) is the floor colour scaled down: same channel ratios.
     ratio = f / P.FLOOR
-    floorlike = (ratio.max(-1) - ratio.min(-1) < 0.12) & (ratio.mean(-1) > 0.4) & (ratio.mean(-1) < 1.15)
+    r, g, b = ratio[..., 0], ratio[..., 1], ratio[..., 2]
+    mean = channel_sum(ratio) / 3
+    floorlike = (
+        (np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b) < 0.12)
+        & (mean > 0.4)
+        & (mean < 1.15)
+    )
     char = np.where(_BELOW_FLOOR, ~floorlike, sky)
     body = near(f, pal[0])
     limb = near(f, pal[2])
@@ -119,7 +124,7 @@ def _character(
 
 def _head_and_eyes(f: np.ndarray, body: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The head's centre column and the mask of the eye whites, both found from the character's top row."""
-    eye_white = np.abs(f - P.EYE_WHITE).sum(-1) < 60  # bellies are >= 90 away; blur needs some slack
+    eye_white = l1(f, P.EYE_WHITE) < 60  # bellies are >= 90 away; blur needs some slack
     # Eyes sit 10-18 rows below the top of the ears whatever the pose: look only there.
     below_top = _ROWS[:, None] - top[..., None, None]
     # Head centre column: body-coloured pixels in the head's rows (found from the ears' top, so it
@@ -144,7 +149,7 @@ def _facing(
     torso (large, so it survives blur); their mean, or whichever is visible."""
     eye_facing = (eye_x - head_x) / 9.0
     # One belly (violet's lavender) is only ~50 from the sky: exclude near-sky pixels explicitly.
-    belly = near(f, pal[1]) & below_head & (np.abs(f - P.SKY).sum(-1) > 30)
+    belly = near(f, pal[1]) & below_head & (l1(f, P.SKY) > 30)
     torso_x = _centroid((body | belly) & below_head, -1)  # arms and legs excluded: raised paws shift x
     belly_facing = (_centroid(belly, -1) - torso_x) / 3.0
     belly_facing = np.where(np.abs(belly_facing) < 1.6, belly_facing, np.nan)  # stray matches elsewhere
@@ -190,7 +195,7 @@ def _identity_dist(f: np.ndarray, body: np.ndarray, pal: np.ndarray) -> np.ndarr
 
 def identify(frames: np.ndarray) -> np.ndarray:
     """The palette index whose body colour covers the most pixels, per frame (under any light)."""
-    f = normalise(frames.astype(np.float32), measure_scene(frames).light)
+    f = in_daylight(frames)[1]
     counts = np.stack([near(f, pal[0]).sum((-1, -2)) for pal in P.PALETTES], -1)
     return counts.argmax(-1)
 
