@@ -97,14 +97,17 @@ def measure_batching(
     backend: BatchingBackend, max_batch: int, rounds: int = 3, audio_frames: int = 4
 ) -> tuple[Batching, tuple[float, ...]]:
     """Whether batches are exact on this machine, and a whole chunk's median time for 1..``max_batch``
-    sessions at once (``Costs.batch_p50_ms``), from throwaway sessions.
+    sessions at once (``Costs.batch_p50_ms``), from throwaway sessions: timed at 1, 2, 4, ... and
+    ``max_batch`` sessions (``timed_sizes``), in between as the line between them (a batch's time grows
+    about linearly with its sessions; the sizes between differ by less than their run-to-run spread, and
+    timing each of 1..8 took ~7 s of every start on an AVX2 core).
 
     Exactness is checked, not assumed: ``max_batch`` sessions go through one batch and their twins (same
     seeds) one by one, with a voice, and every frame is compared. Number kernels may sum in
     another order at another batch size (int8 with one scale per batch would; bf16 on AVX512-BF16 did
     not), so the answer holds for this machine and this backend's options. Then ``rounds`` timed batches
-    of each size, the sessions' first chunk already behind them, the sizes in turn (three by default: the
-    median of three is not one stalled batch on a busy machine); a size never costs less than a smaller
+    of each timed size, the sessions' first chunk already behind them, the sizes in turn (three by default:
+    the median of three is not one stalled batch on a busy machine); a size never costs less than a smaller
     one."""
     conds = [
         ChunkCondition(
@@ -126,20 +129,29 @@ def measure_batching(
             twin.commit(pending)
     for twin in twins:
         twin.close()
-    times: list[list[float]] = [[] for _ in range(max_batch)]
+    sizes = timed_sizes(max_batch)
+    times: list[list[float]] = [[] for _ in sizes]
     # Every size in turn, round after round: a slow spell of a busy machine falls on all sizes alike, not
     # on every round of one (all of a batch of one's rounds in a spell made it cost more than a batch of
     # two, and admission's tests judged on those costs).
     for _ in range(max(rounds, 1)):
-        for size in range(1, max_batch + 1):
+        for i, size in enumerate(sizes):
             began = time.perf_counter()
             _chunk_many(backend, sessions[:size], conds[:size])
-            times[size - 1].append(time.perf_counter() - began)
+            times[i].append(time.perf_counter() - began)
     for session in sessions:
         session.close()
     # A batch does a smaller one's work and more: never cheaper than it, whatever the spells.
-    p50 = itertools.accumulate((percentile_ms(t, 50) for t in times), max)
-    return ("exact" if exact else "approximate"), tuple(p50)
+    p50 = list(itertools.accumulate((percentile_ms(t, 50) for t in times), max))
+    every = np.interp(np.arange(1, max_batch + 1), sizes, p50)
+    return ("exact" if exact else "approximate"), tuple(round(float(ms), 1) for ms in every)
+
+
+def timed_sizes(max_batch: int) -> list[int]:
+    """The batch sizes ``measure_batching`` times: the powers of two below ``max_batch``, and it."""
+    return sorted(
+        {*itertools.takewhile(lambda size: size < max_batch, (2**k for k in itertools.count())), max_batch}
+    )
 
 
 def _chunk_many(

@@ -143,3 +143,22 @@ def test_the_tiny_backend_declares_what_its_warm_up_found(
     one_int8_scale_per_call(monkeypatch)
     shared = TinyBackend(tiny_generator, warmup_chunks=1, linears="int8", max_batch=2).manifest
     assert shared.capabilities.batching == "approximate"
+
+
+def test_warm_up_times_batches_of_one_two_four_and_the_largest_and_draws_the_line_between(
+    tiny_generator: Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches: list[int] = []
+    generate_many = TinyBackend.generate_many
+
+    def counted(self: TinyBackend, sessions: list, conds: list, cancels: list) -> list:
+        batches.append(len(sessions))
+        return generate_many(self, sessions, conds, cancels)
+
+    monkeypatch.setattr(TinyBackend, "generate_many", counted)
+    costs = TinyBackend(tiny_generator, warmup_chunks=1, max_batch=5).manifest.costs
+    # twice the largest batch against its twins one by one (exactness), then three timed rounds of each size
+    assert sorted(batches) == [1] * 3 + [2] * 3 + [4] * 3 + [5] * 5
+    one, two, three, four, five = costs.batch_p50_ms
+    assert one <= two <= four <= five
+    assert three == pytest.approx((two + four) / 2, abs=0.051)  # on the line, to its 0.1 ms rounding
