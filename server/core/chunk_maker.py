@@ -114,8 +114,8 @@ class ChunkMaker:
         regeneration still fits before its send time replaces it (the generator rolls back one chunk)."""
         while (event := await self.urgent.until(hand_at)) is not None:
             if isinstance(event, Hunch):
-                if self.replaces:
-                    self.foresight.hunch(event, chunk, hand_at, splicing=self.splices)
+                if self.splices:
+                    self.foresight.hunch(event, chunk, hand_at)
                 continue
             redo = await self._redecide(event, chunk, regenerate=self.replaces)
             if redo is None:

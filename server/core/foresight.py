@@ -86,12 +86,10 @@ class Foresight:
         self.used = 0
         self.dropped = 0
 
-    def hunch(self, hunch: Hunch, chunk: ReadyChunk, hand_at: float, *, splicing: bool) -> None:
+    def hunch(self, hunch: Hunch, chunk: ReadyChunk, hand_at: float) -> None:
         """Act on ``hunch`` while ``chunk`` (decided, generated) waits to be handed to the sender at
         ``hand_at``: a dropped one forgets what was made for it; a new one has the chunk its confirmation
-        will find made again ahead, where the reflexes' answer changes ``chunk``'s condition. In a session
-        that does not splice (``splicing`` false) that is only ever ``chunk``, for its replacement, and
-        nothing where it is handed on before the confirmation."""
+        will find made again ahead, where the reflexes' answer changes ``chunk``'s condition."""
         if hunch.dropped:
             if self.pending is not None and (self.pending.kind, self.pending.at_ms) == (
                 hunch.kind,
@@ -99,11 +97,11 @@ class Foresight:
             ):
                 self.forget()
             return
-        if not self.on or not self.worker.splices:
+        if not self.on:
             return
-        target = self._target(chunk, hand_at, hunch.confirm_ms / 1000.0, splicing)
+        target = self._target(chunk, hand_at, hunch.confirm_ms / 1000.0)
         foreseen = self.decider.foresee(chunk.gen_chunk, chunk.decision, imagined(hunch))
-        if target is None or foreseen is None:
+        if foreseen is None:
             return
         was = target.condition
         condition = msgspec.structs.replace(foreseen, speaking=was.speaking, audio=was.audio, scene=was.scene)
@@ -123,22 +121,17 @@ class Foresight:
         )
         self.started += 1
 
-    def _target(
-        self, chunk: ReadyChunk, hand_at: float, confirm_s: float, splicing: bool
-    ) -> ReadyChunk | None:
+    def _target(self, chunk: ReadyChunk, hand_at: float, confirm_s: float) -> ReadyChunk:
         """The chunk an input confirmed ``confirm_s`` (and up to a microphone frame) from now will be made
         again in: the one playing before ``chunk`` where a frame of it is still to go out then, a splice of
         it made from now on could still show when confirmed on time (``ChunkSchedule.splice_from``: the
         chunk after it made again in time), and ``chunk`` is not handed to the sender before the
         confirmation (a splice goes into the chunk handed last); else ``chunk`` (a replacement; or, once
         handed on, a splice under the decision after it, which is the one made here where the character's
-        idle motion has not moved on). Without ``splicing``: ``chunk`` where it is still waiting then, else
-        None (the confirmation goes to the chunk after it, not made yet)."""
+        idle motion has not moved on)."""
         confirmed = self.schedule.now() + confirm_s + MICROPHONE_FRAME_S
         playing = self.media.handed
         if hand_at <= confirmed:
-            return chunk if splicing else None
-        if not splicing:
             return chunk
         if playing is None or (playing.index, playing.gen_chunk) != (chunk.index - 1, chunk.gen_chunk - 1):
             return chunk

@@ -65,13 +65,12 @@ async def input_frames(
     kind: HunchKind,
     at: tuple[int, int],
     heard: tuple[int, int] | None,
-    splice: bool = True,
 ) -> tuple[list[VideoOut], tuple[int, int], Foresight]:
-    """A session (that splices, or not) where an input of ``kind`` is confirmed once ``at`` (chunk, frames
-    sent) and, where ``heard``, its hunch was told at ``heard``: its frames through the chunk after the one
-    reflecting it, where that is, and its foresight."""
+    """A session where an input of ``kind`` is confirmed once ``at`` (chunk, frames sent) and, where
+    ``heard``, its hunch was told at ``heard``: its frames through the chunk after the one reflecting it,
+    where that is, and its foresight."""
     async with stepped_session(world_factory, name, replace=True, lead=LEAD) as session:
-        assert session.core.splice(splice) == splice
+        assert session.core.splice(True)
         if heard is not None:
             await playing(session, *heard)
             await made_ahead(session, kind)
@@ -100,21 +99,6 @@ async def test_an_input_confirmed_shows_what_was_made_on_its_hunch_the_same_fram
     assert (foresight.started, foresight.used, foresight.dropped) == (1, 1, 0)
     made_then, shown_then, _ = await input_frames(world_factory, "on confirmation", kind, at, None)
     assert shows == shown_then == (at if at[1] < FRAMES else (at[0] + 1, 0))
-    assert [v.jpeg for v in foreseen] == [v.jpeg for v in made_then]
-
-
-@pytest.mark.parametrize("kind", ["sound.onset", "speech.started"])
-@pytest.mark.parametrize("heard", [(PLAYING, 1), (PLAYING, FRAMES - 1)], ids=["early", "late"])
-async def test_a_session_that_does_not_splice_has_the_replacement_made_on_the_hunch_the_same_frames(
-    world_factory: SessionFactory, kind: HunchKind, heard: tuple[int, int]
-) -> None:
-    # Its reactions show from the chunk after the one playing, replaced while it waits for its send: that
-    # one is made again ahead, whenever in the chunk playing the hunch comes.
-    at = (heard[0], heard[1] + 1)
-    foreseen, shows, foresight = await input_frames(world_factory, "replaced", kind, at, heard, splice=False)
-    assert (foresight.started, foresight.used, foresight.dropped) == (1, 1, 0)
-    made_then, shown_then, _ = await input_frames(world_factory, "on confirmation", kind, at, None, False)
-    assert shows == shown_then == (PLAYING + 1, 0)
     assert [v.jpeg for v in foreseen] == [v.jpeg for v in made_then]
 
 
