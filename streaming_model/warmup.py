@@ -149,9 +149,7 @@ def measure_batching(
 
 def timed_sizes(max_batch: int) -> list[int]:
     """The batch sizes ``measure_batching`` times: the powers of two below ``max_batch``, and it."""
-    return sorted(
-        {*itertools.takewhile(lambda size: size < max_batch, (2**k for k in itertools.count())), max_batch}
-    )
+    return [2**k for k in range(max_batch.bit_length()) if 2**k < max_batch] + [max_batch]
 
 
 def _chunk_many(
