@@ -34,14 +34,13 @@ CHUNKS = 48
 """Chunks per episode (192 frames of the world's 4-frame chunks: 8 s at 24 fps)."""
 
 
-def read_all(episodes: list[Episode], read: Callable[[np.ndarray, int], object]) -> list[float]:
+def read_all(episodes: Episode, read: Callable[[np.ndarray, int], object]) -> list[float]:
     """Per-frame milliseconds of ``read`` on each episode (its frames and its character's identity)."""
     times = []
-    for ep in episodes:
-        for frames, identity in zip(ep.frames, ep.identity, strict=True):
-            start = time.perf_counter()
-            read(frames, int(identity))
-            times.append((time.perf_counter() - start) * 1000.0 / len(frames))
+    for frames, identity in zip(episodes.frames, episodes.identity, strict=True):
+        start = time.perf_counter()
+        read(frames, int(identity))
+        times.append((time.perf_counter() - start) * 1000.0 / len(frames))
     return times
 
 
@@ -55,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the probes' NaN means on frames without a character
     worlds = {
-        name: [random_episode(args.seed, args.episodes, CHUNKS, scene=scene)]
+        name: random_episode(args.seed, args.episodes, CHUNKS, scene=scene)
         for name, scene in (("today", False), ("scene", True))
     }
     reads: dict[str, Callable[[np.ndarray, int], object]] = {
