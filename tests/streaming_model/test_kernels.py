@@ -41,19 +41,22 @@ def test_plain_attention_is_scaled_dot_product_attention() -> None:
     assert torch.allclose(plain_attention(q, k, v), F.scaled_dot_product_attention(q, k, v), atol=1e-6)
 
 
-def test_the_fused_product_is_the_product_then_the_tanh_gelu() -> None:
+def product_and_gelu() -> tuple[nn.Linear, torch.Tensor, torch.Tensor]:
+    """A linear layer, an input, and its product then tanh GELU in fp32 (seeded)."""
     torch.manual_seed(0)
     linear, x = nn.Linear(256, 1024), torch.randn(2, 64, 256)
-    expected = F.gelu(linear(x), approximate="tanh")
+    return linear, x, F.gelu(linear(x), approximate="tanh")
+
+
+def test_the_fused_product_is_the_product_then_the_tanh_gelu() -> None:
+    linear, x, expected = product_and_gelu()
     assert torch.allclose(PackedLinear(linear, gelu=True)(x), expected, atol=1e-5)
 
 
 @pytest.mark.skipif(not onednn_bf16(), reason="this CPU's oneDNN has no bf16 products (no AVX512 BW/VL/DQ)")
 def test_in_bf16_the_fused_product_rounds_once_after_the_gelu() -> None:
     # No further from the fp32 result than the two ops apart.
-    torch.manual_seed(0)
-    linear, x = nn.Linear(256, 1024), torch.randn(2, 64, 256)
-    expected = F.gelu(linear(x), approximate="tanh")
+    linear, x, expected = product_and_gelu()
     held = nn.Linear(256, 1024).to(torch.bfloat16)
     held.load_state_dict(linear.state_dict())
     fused = (PackedLinear(held, gelu=True)(x).float() - expected).abs().max()
