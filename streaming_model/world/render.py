@@ -6,7 +6,7 @@ import numpy as np
 
 from ..manifest import FRAME_SIZE
 from . import palette as P
-from .raster import arc, bar, capsule, ellipse, paint
+from .raster import Grid, arc, bar, capsule, ellipse, paint
 from .scene import BALL_R
 from .scenery import (
     FLOOR_ROW,
@@ -31,7 +31,8 @@ _BACKGROUND = np.where((_Y >= FLOOR_Y)[..., None], P.FLOOR, P.SKY).astype(np.flo
 # Crop window around the character: rendering only there is ~2.5x faster than the full frame.
 CROP_W = 64
 CROP_TOP = 8
-_CY, _CX = np.mgrid[CROP_TOP:FRAME_SIZE, 0:CROP_W].astype(np.float32) + 0.5
+_CROP_ROWS = np.arange(CROP_TOP, FRAME_SIZE).astype(np.float32) + 0.5
+_CROP_COLS = np.arange(CROP_W).astype(np.float32) + 0.5
 
 
 def geometry(s: WorldState) -> dict[str, np.ndarray]:
@@ -67,22 +68,20 @@ def render(s: WorldState) -> np.ndarray:
     """Draw every world of the batch; returns uint8 frames (N, H, W, 3)."""
     n = len(s.x)
     ox = np.round(s.x).astype(np.int64) - CROP_W // 2  # crop origin per frame
-    X = _CX[None] + ox[:, None, None].astype(np.float32)
-    Y = _CY[None]
+    grid = Grid(_CROP_COLS[None] + ox[:, None].astype(np.float32), _CROP_ROWS)
     scenic = is_scenic(s)
     back = draw_background(s, _BACKGROUND) if scenic else None
     canvas = _crop(back, ox) if back is not None else _crop_background(n)
-    ball = _draw_character(canvas, s, X, Y)
+    ball = _draw_character(canvas, s, grid)
     frames = back if back is not None else np.broadcast_to(_BACKGROUND, (n, FRAME_SIZE, FRAME_SIZE, 3)).copy()
     _paste(frames, canvas, ox)
     if scenic:
         _light_and_ball(frames, s, ball)
-    return np.clip(frames + 0.5, 0, 255).astype(np.uint8)
+    frames += 0.5
+    return np.clip(frames, 0, 255, out=frames).astype(np.uint8)
 
 
-def _draw_character(
-    canvas: np.ndarray, s: WorldState, X: np.ndarray, Y: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
+def _draw_character(canvas: np.ndarray, s: WorldState, grid: Grid) -> tuple[np.ndarray, np.ndarray] | None:
     """Paint the character (with its shadow and a ball in its paw) onto the crops, back to front; returns
     where the ball is (None when no world shows one)."""
     pal = P.PALETTES[s.identity]  # (N, 3, 3)
@@ -90,34 +89,34 @@ def _draw_character(
     g = {k: v[:, None, None] for k, v in geometry(s).items()}
     c = {k: getattr(s, k)[:, None, None] for k in ("x", "facing", "sit", "jump_y", "paw_l", "paw_r", "wave")}
     x, f = c["x"], c["facing"]
-    _draw_shadow(canvas, X, Y, x, c["jump_y"])
-    _draw_legs(canvas, s, X, Y, c, limb)
+    _draw_shadow(canvas, grid, x, c["jump_y"])
+    _draw_legs(canvas, s, grid, c, limb)
 
     torso_cy = g["torso_cy"]
-    paint(canvas, ellipse(X, Y, x, torso_cy, 12.5, 15.0), body)
-    paint(canvas, ellipse(X, Y, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
+    paint(canvas, ellipse(grid, x, torso_cy, 12.5, 15.0), body)
+    paint(canvas, ellipse(grid, x + 3.0 * f, torso_cy + 2.0, 7.5, 10.0), belly)
 
-    ball = _draw_held_ball(canvas, s, X, Y)
-    _draw_arms(canvas, X, Y, c, g["shoulder_y"], limb)
+    ball = _draw_held_ball(canvas, s, grid)
+    _draw_arms(canvas, grid, c, g["shoulder_y"], limb)
     hx, hy = g["head_cx"], g["head_cy"]
-    _draw_head(canvas, X, Y, hx, hy, f, body, limb)
-    _draw_eyes(canvas, s, X, Y, hx, hy, f)
-    _draw_mouth(canvas, s, X, Y, hx, hy, f)
+    _draw_head(canvas, grid, hx, hy, f, body, limb)
+    _draw_eyes(canvas, s, grid, hx, hy, f)
+    _draw_mouth(canvas, s, grid, hx, hy, f)
     return ball
 
 
-def _draw_shadow(canvas: np.ndarray, X: np.ndarray, Y: np.ndarray, x: np.ndarray, jy: np.ndarray) -> None:
+def _draw_shadow(canvas: np.ndarray, grid: Grid, x: np.ndarray, jy: np.ndarray) -> None:
     """Shadow on the floor shrinks as the character rises."""
     shrink = 1.0 - 0.5 * np.minimum(jy / 16.0, 1.0)
-    sh = ellipse(X, Y, x, FLOOR_Y + 1.5, 17.0 * shrink, 3.0)
-    canvas -= sh[..., None] * (1.0 - P.SHADOW_DARKEN) * canvas * (Y >= FLOOR_Y)[..., None]
+    sh = ellipse(grid, x, FLOOR_Y + 1.5, 17.0 * shrink, 3.0)
+    sub = canvas[:, sh.rows, sh.cols]
+    sub -= sh.alpha[..., None] * (1.0 - P.SHADOW_DARKEN) * sub * (grid.y[sh.rows] >= FLOOR_Y)[:, None, None]
 
 
 def _draw_legs(
     canvas: np.ndarray,
     s: WorldState,
-    X: np.ndarray,
-    Y: np.ndarray,
+    grid: Grid,
     c: dict[str, np.ndarray],
     limb: np.ndarray,
 ) -> None:
@@ -129,25 +128,22 @@ def _draw_legs(
     for side in (-1.0, 1.0):
         foot_x = x + side * 6.0 + 4.0 * walk * side + 10.0 * sit * f
         foot_y = FLOOR_Y - 3.0 - jy
-        paint(canvas, capsule(X, Y, x + side * 5.0, hip_y, foot_x, foot_y, 3.5), limb)
+        paint(canvas, capsule(grid, x + side * 5.0, hip_y, foot_x, foot_y, 3.5), limb)
 
 
-def _draw_held_ball(
-    canvas: np.ndarray, s: WorldState, X: np.ndarray, Y: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
+def _draw_held_ball(canvas: np.ndarray, s: WorldState, grid: Grid) -> tuple[np.ndarray, np.ndarray] | None:
     """A ball in the paw is behind it (the paw holds it): paint it before the arms; returns where the ball
     is (None when no world shows one)."""
     ball = ball_center(s) if has_ball(s) else None
     if ball is not None:
         in_paw = (s.held == 1.0) & (s.ball_show > 0.5)
-        canvas[ball_cover(X, Y, *ball) & in_paw[:, None, None]] = P.BALL
+        canvas[ball_cover(grid.x[:, None, :], grid.y[None, :, None], *ball) & in_paw[:, None, None]] = P.BALL
     return ball
 
 
 def _draw_arms(
     canvas: np.ndarray,
-    X: np.ndarray,
-    Y: np.ndarray,
+    grid: Grid,
     c: dict[str, np.ndarray],
     shoulder_y: np.ndarray,
     limb: np.ndarray,
@@ -157,14 +153,13 @@ def _draw_arms(
     for side, raise_ in ((-1.0, c["paw_l"]), (1.0, c["paw_r"])):
         sx = x + side * 11.0
         px, py = paw_position(x, shoulder_y, side, raise_, c["wave"])
-        paint(canvas, capsule(X, Y, sx, shoulder_y, px, py, 3.0), limb)
-        paint(canvas, ellipse(X, Y, px, py, 4.5, 4.5), limb)
+        paint(canvas, capsule(grid, sx, shoulder_y, px, py, 3.0), limb)
+        paint(canvas, ellipse(grid, px, py, 4.5, 4.5), limb)
 
 
 def _draw_head(
     canvas: np.ndarray,
-    X: np.ndarray,
-    Y: np.ndarray,
+    grid: Grid,
     hx: np.ndarray,
     hy: np.ndarray,
     f: np.ndarray,
@@ -173,15 +168,14 @@ def _draw_head(
 ) -> None:
     """The ears (shifted by the facing) and the head in front of them."""
     for side in (-1.0, 1.0):
-        paint(canvas, ellipse(X, Y, hx + side * 10.0 + 2.0 * f, hy - 11.0, 4.5, 4.5), limb)
-    paint(canvas, ellipse(X, Y, hx, hy, HEAD_R, HEAD_R), body)
+        paint(canvas, ellipse(grid, hx + side * 10.0 + 2.0 * f, hy - 11.0, 4.5, 4.5), limb)
+    paint(canvas, ellipse(grid, hx, hy, HEAD_R, HEAD_R), body)
 
 
 def _draw_eyes(
     canvas: np.ndarray,
     s: WorldState,
-    X: np.ndarray,
-    Y: np.ndarray,
+    grid: Grid,
     hx: np.ndarray,
     hy: np.ndarray,
     f: np.ndarray,
@@ -196,18 +190,17 @@ def _draw_eyes(
         ex = hx + side * 5.5 + 4.0 * f
         ey = hy - 2.0
         far = np.clip(-side * f, 0.0, 1.0)  # the eye on the side turned away narrows
-        paint(canvas, ellipse(X, Y, ex, ey, 3.6 * (1.0 - 0.45 * far), eye_ry), P.EYE_WHITE)
+        paint(canvas, ellipse(grid, ex, ey, 3.6 * (1.0 - 0.45 * far), eye_ry), P.EYE_WHITE)
         gx = s.gaze_x[:, None, None]
         gy = s.gaze_y[:, None, None]
-        paint(canvas, ellipse(X, Y, ex + 1.6 * gx + 0.8 * f, ey + 1.8 * gy, 1.8, 1.8), P.PUPIL)
-        paint(canvas, bar(X, Y, ex, ey - 6.0 - brow_lift, 3.5, 0.9, -side * brow_tilt), P.BROW)
+        paint(canvas, ellipse(grid, ex + 1.6 * gx + 0.8 * f, ey + 1.8 * gy, 1.8, 1.8), P.PUPIL)
+        paint(canvas, bar(grid, ex, ey - 6.0 - brow_lift, 3.5, 0.9, -side * brow_tilt), P.BROW)
 
 
 def _draw_mouth(
     canvas: np.ndarray,
     s: WorldState,
-    X: np.ndarray,
-    Y: np.ndarray,
+    grid: Grid,
     hx: np.ndarray,
     hy: np.ndarray,
     f: np.ndarray,
@@ -216,9 +209,13 @@ def _draw_mouth(
     emo = s.emo[:, :, None, None]  # neutral, happy, sad, surprised, angry
     mx, my = hx + 4.0 * f, hy + 7.0
     bend = 2.2 * emo[:, 1] - 2.0 * emo[:, 2] - 0.8 * emo[:, 4]
-    paint(canvas, arc(X, Y, mx, my - bend * 0.5, 4.5, bend, 0.7), P.MOUTH_LINE)
+    paint(canvas, arc(grid, mx, my - bend * 0.5, 4.5, bend, 0.7), P.MOUTH_LINE)
     open_ry = 5.0 * s.mouth[:, None, None] + 2.0 * emo[:, 3]
-    paint(canvas, ellipse(X, Y, mx, my + 0.5, 3.8, np.maximum(open_ry, 1e-3)) * (open_ry > 0.3), P.MOUTH_OPEN)
+    paint(
+        canvas,
+        ellipse(grid, mx, my + 0.5, 3.8, np.maximum(open_ry, 1e-3)).masked(open_ry > 0.3),
+        P.MOUTH_OPEN,
+    )
 
 
 def render_scenery(s: WorldState) -> np.ndarray:
@@ -252,15 +249,15 @@ def _crop_background(n: int) -> np.ndarray:
 
 
 def _crop(back: np.ndarray, ox: np.ndarray) -> np.ndarray:
-    """Each world's own background under its crop (columns outside the frame are dropped when pasted)."""
+    """Each world's own background under its crop (columns outside the frame repeat its edge; they are
+    dropped when pasted)."""
     cols = np.clip(ox[:, None] + np.arange(CROP_W), 0, FRAME_SIZE - 1)
-    rows = np.arange(CROP_TOP, FRAME_SIZE)
-    return back[np.arange(len(ox))[:, None, None], rows[None, :, None], cols[:, None, :]]
+    return np.stack([back[i, CROP_TOP:].take(c, axis=1) for i, c in enumerate(cols)])
 
 
 def _paste(frames: np.ndarray, canvas: np.ndarray, ox: np.ndarray) -> None:
     """Write each crop into its frame at column offset ox, dropping columns outside the frame."""
-    cols = ox[:, None] + np.arange(CROP_W)  # (N, CROP_W)
-    ok = (cols >= 0) & (cols < FRAME_SIZE)
-    n_idx, c_idx = np.nonzero(ok)
-    frames[n_idx, CROP_TOP:, cols[n_idx, c_idx]] = canvas[n_idx, :, c_idx]
+    for i, o in enumerate(ox.tolist()):
+        c0 = max(o, 0)
+        c1 = max(min(o + CROP_W, FRAME_SIZE), c0)  # a crop wholly outside pastes nothing
+        frames[i, CROP_TOP:, c0:c1] = canvas[i, :, c0 - o : c1 - o]

@@ -32,7 +32,8 @@ from .scene import (
 )
 
 FLOOR_ROW = 108
-"""The first row of the floor (the renderer's ``FLOOR_Y``): the scene stands on it, the weather stops there."""
+"""The first row of the floor (the renderer's ``FLOOR_Y``): the scene stands on it, the weather stops
+there."""
 PERIOD = 96  # rows before the falling texture repeats
 RAIN_SPEED, SNOW_SPEED = 3.0, 1.0  # rows per frame
 RAIN_ALPHA, SNOW_ALPHA = 0.8, 1.0
@@ -102,8 +103,9 @@ def draw_background(s, base: np.ndarray) -> np.ndarray:
     ):
         if strength.any():
             rows = (_ROWS[None, :FLOOR_ROW] - np.floor(s.tick * speed)[:, None].astype(np.int64)) % PERIOD
-            cover = (tex[rows] < strength[:, None, None]) * alpha  # (N, rows, 128)
-            sky += cover[..., None] * (color - sky)
+            # Only the marks' pixels (a few percent of the sky), blended in float64 as a dense blend would be.
+            at = np.nonzero(tex[rows] < strength[:, None, None])
+            sky[at] += np.float64(alpha) * (color - sky[at])
     if s.lamp_show.any():
         for rect in LAMP_RECTS:
             _rect(back, s.lamp_show, P.DOOR_FRAME, *rect)
@@ -144,10 +146,22 @@ def ball_cover(X: np.ndarray, Y: np.ndarray, cx: np.ndarray, cy: np.ndarray) -> 
 
 def draw_ball(frames: np.ndarray, s, center: tuple[np.ndarray, np.ndarray], worlds: np.ndarray) -> None:
     """The ball of ``worlds`` (N,) bool, a hard-edged disc at ``center`` (x, y per world), rising in or
-    sinking out by its ``ball_show``."""
-    cover = ball_cover(_COLS[None, None, :] + 0.5, _ROWS[None, :, None] + 0.5, *center)
-    inside = (cover & worlds[:, None, None])[..., None] & _shown(s.ball_show, slice(None), slice(None))
-    frames[:] = np.where(inside, P.BALL, frames)
+    sinking out by its ``ball_show``. Only the rows and columns a ball of these worlds can cover are drawn."""
+    if not worlds.any():
+        return
+    cx, cy = center
+    rows, cols = _ball_span(cy[worlds]), _ball_span(cx[worlds])
+    cover = ball_cover(_COLS[None, None, cols] + 0.5, _ROWS[None, rows, None] + 0.5, cx, cy)
+    inside = (cover & worlds[:, None, None])[..., None] & _shown(s.ball_show, rows, cols)
+    frames[:, rows, cols] = np.where(inside, P.BALL, frames[:, rows, cols])
+
+
+def _ball_span(centres: np.ndarray) -> slice:
+    """The pixels along one axis whose centres (i + 0.5) a ball at any of these centres can cover, and one
+    more on each side."""
+    lo = int(np.floor(centres.min() - BALL_R)) - 1
+    hi = int(np.ceil(centres.max() + BALL_R)) + 1
+    return slice(min(max(lo, 0), FRAME_SIZE), min(max(hi, 0), FRAME_SIZE))
 
 
 def draw_glow(frames: np.ndarray, s) -> None:
