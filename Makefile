@@ -19,9 +19,10 @@ lint: setup
 typecheck: setup
 	.venv/bin/mypy
 
-test: lint typecheck
+# mypy runs beside pytest (scripts/test says why); `make typecheck` runs it alone.
+test: lint
 	@scripts/setup-browser
-	$(PY) -m pytest
+	@scripts/test
 
 # One at a time, on a quiet machine: each prints a markdown table for BENCHMARKS.md.
 bench: setup
