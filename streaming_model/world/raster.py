@@ -24,11 +24,6 @@ class Grid(NamedTuple):
     x: np.ndarray  # (N, W)
     y: np.ndarray  # (H,)
 
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """(N, H, W) of a coverage over the whole crops."""
-        return (self.x.shape[0], len(self.y), self.x.shape[1])
-
 
 class Cover(NamedTuple):
     """A primitive's coverage (N, h, w) over rows x cols of the crops; zero everywhere else."""
@@ -40,12 +35,6 @@ class Cover(NamedTuple):
     def masked(self, keep: np.ndarray) -> Cover:
         """The coverage in the worlds where ``keep`` (N, 1, 1) holds, zero in the others."""
         return Cover(self.alpha * keep, self.rows, self.cols)
-
-    def whole(self, shape: tuple[int, int, int]) -> np.ndarray:
-        """The coverage over whole crops of ``shape`` (N, H, W)."""
-        out = np.zeros(shape, self.alpha.dtype)
-        out[:, self.rows, self.cols] = self.alpha
-        return out
 
 
 def _span(centres: np.ndarray, lo, hi) -> slice:

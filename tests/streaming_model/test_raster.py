@@ -31,9 +31,18 @@ def crops(offsets: list[int]) -> Grid:
     return Grid(cols[None] + ox[:, None].astype(np.float32), np.arange(8, 8 + ROWS).astype(np.float32) + 0.5)
 
 
-def everywhere(grid: Grid, alpha, *params) -> np.ndarray:
-    """A primitive's coverage computed at every pixel of the crops."""
-    return alpha(grid.x[:, None, :], grid.y[None, :, None], *params)
+def whole(cover: Cover, grid: Grid) -> np.ndarray:
+    """The coverage over the whole crops of ``grid`` (N, H, W): its window's, zero elsewhere."""
+    out = np.zeros((len(grid.x), len(grid.y), grid.x.shape[1]), cover.alpha.dtype)
+    out[:, cover.rows, cover.cols] = cover.alpha
+    return out
+
+
+def assert_exact(grid: Grid, primitive, alpha, *params) -> None:
+    """The primitive's windowed coverage is, pixel for pixel and to the bit, its ``alpha`` computed at every
+    pixel of the crops."""
+    everywhere = alpha(grid.x[:, None, :], grid.y[None, :, None], *params)
+    assert np.array_equal(whole(primitive(grid, *params), grid), everywhere)
 
 
 offsets = st.lists(st.integers(-40, 110), min_size=1, max_size=4)
@@ -51,10 +60,7 @@ def per_world(values: list[float], n: int) -> np.ndarray:
 def test_an_ellipse_is_covered_exactly_within_its_window(ox, centres, rx, ry) -> None:
     grid = crops(ox)
     cx, cy = per_world(centres[::2], len(ox)), per_world(centres[1::2], len(ox))
-    cover = ellipse(grid, cx, cy, rx, np.float32(ry))
-    assert np.array_equal(
-        cover.whole(grid.shape), everywhere(grid, ellipse_alpha, cx, cy, rx, np.float32(ry))
-    )
+    assert_exact(grid, ellipse, ellipse_alpha, cx, cy, rx, np.float32(ry))
 
 
 @settings(max_examples=60, deadline=None)
@@ -62,8 +68,7 @@ def test_an_ellipse_is_covered_exactly_within_its_window(ox, centres, rx, ry) ->
 def test_a_capsule_is_covered_exactly_within_its_window(ox, ends, r) -> None:
     grid = crops(ox)
     ax, ay, bx, by = (per_world(ends[i::4], len(ox)) for i in range(4))
-    cover = capsule(grid, ax, ay, bx, by, r)
-    assert np.array_equal(cover.whole(grid.shape), everywhere(grid, capsule_alpha, ax, ay, bx, by, r))
+    assert_exact(grid, capsule, capsule_alpha, ax, ay, bx, by, r)
 
 
 @settings(max_examples=60, deadline=None)
@@ -73,10 +78,7 @@ def test_a_bar_is_covered_exactly_within_its_window_at_any_angle(
 ) -> None:
     grid = crops(ox)
     tilt = per_world([angle, -angle], len(ox))
-    cover = bar(grid, cx, cy, half_len, half_thick, tilt)
-    assert np.array_equal(
-        cover.whole(grid.shape), everywhere(grid, bar_alpha, cx, cy, half_len, half_thick, tilt)
-    )
+    assert_exact(grid, bar, bar_alpha, cx, cy, half_len, half_thick, tilt)
 
 
 @settings(max_examples=60, deadline=None)
@@ -86,8 +88,7 @@ def test_an_arc_is_covered_exactly_within_its_window_smiling_or_frowning(
 ) -> None:
     grid = crops(ox)
     bends = per_world([bend, -bend], len(ox))
-    cover = arc(grid, cx, cy, half_w, bends, thick)
-    assert np.array_equal(cover.whole(grid.shape), everywhere(grid, arc_alpha, cx, cy, half_w, bends, thick))
+    assert_exact(grid, arc, arc_alpha, cx, cy, half_w, bends, thick)
 
 
 def test_a_small_primitive_computes_only_the_pixels_near_it() -> None:
@@ -99,10 +100,11 @@ def test_painting_blends_covered_pixels_and_leaves_the_others_to_the_bit() -> No
     rng = np.random.default_rng(0)
     canvas = rng.uniform(0, 255, (2, ROWS, COLS, 3)).astype(np.float32)
     before = canvas.copy()
-    cover = ellipse(crops([0, 10]), 30.0, 40.0, 6.0, 3.0)
+    grid = crops([0, 10])
+    cover = ellipse(grid, 30.0, 40.0, 6.0, 3.0)
     color = np.array([10.0, 200.0, 90.0], np.float32)
     paint(canvas, cover, color)
-    alpha = cover.whole((2, ROWS, COLS))[..., None]
+    alpha = whole(cover, grid)[..., None]
     covered = np.broadcast_to(alpha > 0, canvas.shape)
     assert covered.any() and (alpha == 1).any()
     assert np.array_equal(canvas[~covered], before[~covered])
