@@ -37,9 +37,10 @@ class Cover(NamedTuple):
         return Cover(self.alpha * keep, self.rows, self.cols)
 
 
-def _span(centres: np.ndarray, lo, hi) -> slice:
-    """The indices along one axis whose pixel centres (N, L) lie within [lo, hi] (per world, broadcast from
-    (N, 1, 1) or a scalar) in any world, as one slice."""
+def span(centres: np.ndarray, lo, hi) -> slice:
+    """The indices along one axis whose pixel centres (N, L), or (1, L) shared, lie within [lo, hi] (per
+    world, broadcast from (N, 1, 1), (N,) or a scalar) in any world, a pixel of margin around, as one
+    slice: the window outside which something drawn within those bounds covers nothing."""
     lo, hi = np.reshape(lo, (-1, 1)), np.reshape(hi, (-1, 1))
     hit = np.flatnonzero(((centres >= lo - _MARGIN) & (centres <= hi + _MARGIN)).any(0))
     return slice(int(hit[0]), int(hit[-1]) + 1) if hit.size else slice(0, 0)
@@ -49,7 +50,7 @@ def _covered(grid: Grid, bounds: tuple, alpha: Callable[..., np.ndarray], *param
     """``alpha(X, Y, *params)`` over the rows and columns of the crops within ``bounds`` (x0, x1, y0, y1),
     computed at their pixel centres X (N, 1, w) and Y (1, h, 1)."""
     x0, x1, y0, y1 = bounds
-    rows, cols = _span(grid.y[None, :], y0, y1), _span(grid.x, x0, x1)
+    rows, cols = span(grid.y[None, :], y0, y1), span(grid.x, x0, x1)
     return Cover(alpha(grid.x[:, None, cols], grid.y[None, rows, None], *params), rows, cols)
 
 

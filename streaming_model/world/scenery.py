@@ -13,6 +13,7 @@ import numpy as np
 
 from ..manifest import FRAME_SIZE
 from . import palette as P
+from .raster import span
 from .scene import (
     BALL_R,
     BULB,
@@ -150,18 +151,11 @@ def draw_ball(frames: np.ndarray, s, center: tuple[np.ndarray, np.ndarray], worl
     if not worlds.any():
         return
     cx, cy = center
-    rows, cols = _ball_span(cy[worlds]), _ball_span(cx[worlds])
+    rows = span(_ROWS[None] + 0.5, cy[worlds] - BALL_R, cy[worlds] + BALL_R)
+    cols = span(_COLS[None] + 0.5, cx[worlds] - BALL_R, cx[worlds] + BALL_R)
     cover = ball_cover(_COLS[None, None, cols] + 0.5, _ROWS[None, rows, None] + 0.5, cx, cy)
     inside = (cover & worlds[:, None, None])[..., None] & _shown(s.ball_show, rows, cols)
     frames[:, rows, cols] = np.where(inside, P.BALL, frames[:, rows, cols])
-
-
-def _ball_span(centres: np.ndarray) -> slice:
-    """The pixels along one axis whose centres (i + 0.5) a ball at any of these centres can cover, and one
-    more on each side."""
-    lo = int(np.floor(centres.min() - BALL_R)) - 1
-    hi = int(np.ceil(centres.max() + BALL_R)) + 1
-    return slice(min(max(lo, 0), FRAME_SIZE), min(max(hi, 0), FRAME_SIZE))
 
 
 def draw_glow(frames: np.ndarray, s) -> None:
