@@ -99,6 +99,10 @@ async def test_each_gesture_in_the_footage_becomes_its_event_where_it_is_shown_a
 
 
 async def test_the_page_sends_only_landmarks_a_dozen_times_a_second_at_most(page: Page) -> None:
+    await page.wait_until("window.onstage && window.onstage.camera.on", timeout=30)
+    async with asyncio.timeout(30):  # two seconds of landmarks at least, whatever ran on the page before
+        while len((await watched(page)).landmarks()) < 24:  # noqa: ASYNC110 (polls the browser)
+            await asyncio.sleep(0.25)
     watch = await watched(page)
     texts = [m for m in watch.sent if isinstance(m, str)]
     assert len(texts) == len(watch.sent), "the page sent binary data (no microphone is on)"
