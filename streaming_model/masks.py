@@ -9,6 +9,19 @@ COLOR_TOL = 70.0
 """L1 distance (summed over RGB) within which a pixel has a colour."""
 
 
+def planar(frames: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:
+    """``frames`` (..., 3) as ``dtype``, the same shape and values, each channel stored as one contiguous
+    plane: a probe reads a channel at a time (``l1``), ~2-3x faster from a plane than with a stride of 3."""
+    out = planar_empty(frames.shape, dtype)
+    out[...] = frames
+    return out
+
+
+def planar_empty(shape: tuple[int, ...], dtype: type[np.floating] | np.dtype) -> np.ndarray:
+    """An uninitialised (..., 3) array of ``shape`` whose channels are contiguous planes (``planar``)."""
+    return np.moveaxis(np.empty((shape[-1], *shape[:-1]), dtype), 0, -1)
+
+
 def near(frames: np.ndarray, color: np.ndarray, tol: float = COLOR_TOL) -> np.ndarray:
     """(...) bool: pixels (..., 3) within ``tol`` (L1) of ``color``."""
     return l1(frames, color) < tol
@@ -18,9 +31,11 @@ def l1(frames: np.ndarray, color: np.ndarray) -> np.ndarray:
     """(...) the L1 distance (summed over RGB) of pixels (..., 3) to ``color``: ``np.abs(frames -
     color).sum(-1)`` to the bit (the channels are added in the same order), without the full-size
     difference and numpy's slow reduction over a last axis of three (~5x the time)."""
-    out = np.abs(frames[..., 0] - color[0])
-    out += np.abs(frames[..., 1] - color[1])
-    out += np.abs(frames[..., 2] - color[2])
+    out = frames[..., 0] - color[0]
+    np.abs(out, out=out)
+    for c in (1, 2):  # in place: one temporary, not two, per channel
+        part = frames[..., c] - color[c]
+        out += np.abs(part, out=part)
     return out
 
 

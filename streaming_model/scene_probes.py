@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .manifest import SCENE
-from .masks import channel_sum, grow, l1, near
+from .masks import channel_sum, grow, l1, near, planar, planar_empty
 from .world import palette as P
 from .world.scene import (
     BALL_R,
@@ -80,7 +80,7 @@ def measure_scene(frames: np.ndarray) -> SceneMeasures:
 def in_daylight(frames: np.ndarray) -> tuple[SceneMeasures, np.ndarray]:
     """The scene of every frame of (..., H, W, 3) uint8 frames (``measure_scene``), and the frames (float32)
     as they would look in daylight (``normalise``d by the light it measured)."""
-    f = frames.astype(np.float32)
+    f = planar(frames)
     light = np.median(f[..., BAND, :, :].reshape(*f.shape[:-3], -1, 3), axis=-2) / P.SKY
     g = normalise(f, light)
     band = g[..., BAND, :, :]
@@ -136,7 +136,7 @@ def normalise(f: np.ndarray, light: np.ndarray) -> np.ndarray:
     """Frames (float) as they would look in daylight: the measured light divided out (channel by channel:
     numpy divides by a colour broadcast over the pixels about half as fast)."""
     lit = np.maximum(light, 0.05)
-    out = np.empty(f.shape, np.result_type(f, lit))
+    out = planar_empty(f.shape, np.result_type(f, lit))
     for c in range(3):
         np.divide(f[..., c], lit[..., c, None, None], out=out[..., c])
     return out
