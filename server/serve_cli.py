@@ -31,7 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-secret", help="require tokens signed with this secret (or ONSTAGE_TOKEN_SECRET)"
     )
-    parser.add_argument("--max-sessions", type=int, help="sessions served at once (default 4)")
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        help="sessions served at once, at most (default 64: a ceiling; below it admission measures)",
+    )
     parser.add_argument(
         "--allowed-host",
         action="append",
