@@ -52,6 +52,11 @@ def _centroid(mask: np.ndarray, axis: int) -> np.ndarray:
 
 def measure(frames: np.ndarray, identity: int) -> Measures:
     """Measure every frame of (..., H, W, 3) uint8 frames of a character of the given identity."""
+    return measure_with_scene(frames, identity)[0]
+
+
+def measure_with_scene(frames: np.ndarray, identity: int) -> tuple[Measures, SceneMeasures]:
+    """``measure`` and ``scene_probes.measure_scene`` of the same frames, the scene read once for both."""
     scene, f = in_daylight(frames)  # f: as in daylight, whatever the scene's light
     pal = P.PALETTES[identity]
     char, body, limb = _character(f, pal, scene)
@@ -72,7 +77,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
     paw_left, paw_right = _raised_paws(limb, eye_y, head_x)
     bottom_gap, jumping, sitting = _height(rows_any, top)
 
-    return Measures(
+    measures = Measures(
         x=x,
         facing=facing,
         paw_left=paw_left,
@@ -88,6 +93,7 @@ def measure(frames: np.ndarray, identity: int) -> Measures:
         identity_dist=_identity_dist(f, body, pal),
         visible=visible,
     )
+    return measures, scene
 
 
 def _character(

@@ -18,13 +18,12 @@ import numpy as np
 
 from .condition import ChunkCondition
 from .manifest import FRAMES_PER_CHUNK, SCENE
-from .probes import _slice, measure
+from .probes import _slice, measure_with_scene
 from .runtime import Generator
 from .scene_probes import (
     SceneMeasures,
     ball_held,
     light_shown,
-    measure_scene,
     scene_action_shown,
     weather_shown,
 )
@@ -98,7 +97,7 @@ def score_scene(frames: np.ndarray, identity: int, segments: list[Segment]) -> d
     out: dict[str, bool] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m, sm = measure(frames, identity), measure_scene(frames)
+        m, sm = measure_with_scene(frames, identity)
     for kind, name, first, last, scene in segments:
         frames_of = slice(first * FRAMES_PER_CHUNK, last * FRAMES_PER_CHUNK)
         if kind == "scene":

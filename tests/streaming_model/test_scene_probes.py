@@ -14,7 +14,7 @@ from PIL import Image
 
 from streaming_model.condition import ChunkCodes, ChunkCondition, encode, phases
 from streaming_model.manifest import ACTION_NAMES, SCENE, WORLD_ACTION_NAMES, build_manifest
-from streaming_model.probes import Measures, _slice, action_shown, measure
+from streaming_model.probes import Measures, _slice, action_shown, measure, measure_with_scene
 from streaming_model.scene_probes import (
     SceneMeasures,
     ball_held,
@@ -98,8 +98,18 @@ def scene_episode() -> tuple[Episode, list[tuple[Measures, SceneMeasures]]]:
     ep = random_episode(5, 16, 48, scene=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        read = [(measure(ep.frames[i], int(ep.identity[i])), measure_scene(ep.frames[i])) for i in range(16)]
+        read = [measure_with_scene(ep.frames[i], int(ep.identity[i])) for i in range(16)]
     return ep, read
+
+
+def test_measuring_with_the_scene_reads_what_the_two_probes_read_apart(scene_episode: tuple) -> None:
+    ep, read = scene_episode
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        apart = measure(ep.frames[0], int(ep.identity[0])), measure_scene(ep.frames[0])
+    for together, alone in zip(read[0], apart, strict=True):
+        for name, value in vars(alone).items():
+            assert np.array_equal(getattr(together, name), value, equal_nan=True), name
 
 
 def test_the_ball_in_the_paw_is_told_from_the_ball_on_the_floor(scene_episode: tuple) -> None:
