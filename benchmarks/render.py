@@ -14,14 +14,12 @@ median and the worst round's milliseconds per world-frame. Prints a markdown tab
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from turns import call_in, checkouts, in_turns
+
 CHUNKS = 24
 """Chunks per episode (96 frames of the world's 4-frame chunks: 4 s at 24 fps)."""
 CASES = [(world, n) for world in ("today", "scene") for n in (1, 12)]
@@ -41,15 +39,6 @@ def one_round(seed: int) -> dict[str, float]:
     return times
 
 
-def run_in(root: Path, seed: int) -> dict[str, float]:
-    """One round in a fresh process rendering with ``root``'s tree."""
-    paths = [str(root), str(ROOT / "benchmarks")]
-    code = f"import sys, json; sys.path[:0] = {paths!r}; import render"
-    code += f"; print(json.dumps(render.one_round({seed})))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -58,12 +47,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--against", type=Path, help="another checkout, rendering in turns with this one")
     args = parser.parse_args()
-    roots = {"this": ROOT} | ({"other": args.against.resolve()} if args.against else {})
-    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in roots}
-    for r in range(args.rounds):
-        for name, root in roots.items():
-            rounds[name].append(run_in(root, args.seed))
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    rounds: dict[str, list[dict[str, float]]] = in_turns(
+        checkouts(args.against), args.rounds, lambda root: call_in(root, "render", f"one_round({args.seed})")
+    )
     header = "| case | this: ms per world-frame, median (worst) |"
     if args.against:
         header += " other | this / other |"

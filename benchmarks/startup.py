@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from turns import checkouts, in_turns
+
 TIMEOUT_S = 300.0
 
 
@@ -65,12 +66,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="starts of each checkout (default 4)")
     parser.add_argument("--against", type=Path, help="another checkout, started in turns with this one")
     args = parser.parse_args()
-    roots = {"this": ROOT} | ({"other": args.against.resolve()} if args.against else {})
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in roots}
-    for run in range(args.runs):
-        for name, root in roots.items():
-            times[name].append(start_once(root))
-            print(f"startup: {name} run {run + 1}: {times[name][-1][1]:.1f} s", file=sys.stderr)
+    roots = checkouts(args.against)
+    times = in_turns(roots, args.runs, start_once)
     print(f"## `onstage serve` to its serving line ({args.runs} starts each; seconds, median and max)\n")
     print("| checkout | imports | loading | in all | in all, max |")
     print("|---|---:|---:|---:|---:|")
