@@ -1,6 +1,6 @@
 """Hunches: an input a listener expects, told as soon as it is heard and before it is confirmed.
 
-The onset detector judges a candidate 60 ms after hearing it, the voice detector a speech segment once it
+The onset detector judges a candidate 50-60 ms after hearing it, the voice detector a speech segment once it
 has lasted 64 ms and carries a pitch: the event comes that late. A listener that can tell such a candidate
 at once does so as a ``Hunch`` (``take_hunches``), and tells it again, ``dropped``, where no event comes of
 it. Hunches are not events: nothing is published on them, no client sees them. What the server does with

@@ -1,6 +1,6 @@
 """A reaction prepared on a hunch, while its input is still being confirmed.
 
-An onset is confirmed 65 ms after it is heard (``events.onset``), the start of speech 64 ms or more
+An onset is confirmed 55-65 ms after it is heard (``events.onset``), the start of speech 64 ms or more
 (``events.vad``); a splice then takes a regeneration (20-40 ms where the generator computes in bf16, ~60 on
 an AVX2-only EPYC) before it shows. The ears tell each candidate at once as a ``Hunch`` (``events.hunch``):
 while a chunk waits for its send, the chunk maker asks the minds what the reflexes would make of such an
