@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 
 from reaction import window_counts
 from served import served, session_url
+from stolen import Stolen
 from voice_to_voice import QUESTIONS, Microphone, answer
 
 from server.client import SessionClient
@@ -181,6 +182,8 @@ class Round:
     """The server's CPU over the measured window by kind of thread, in cores."""
     refused: str = ""
     """Admission's refusal of one of the N (then nothing was measured)."""
+    stolen: float | None = None
+    """Cores' time the hypervisor took over the measured window (``benchmarks/stolen.py``)."""
 
     def real_time(self) -> list[bool]:
         if self.refused:
@@ -218,10 +221,12 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
         await asyncio.sleep(args.settle)
         before = await asyncio.to_thread(scrape, base)
         t0 = time.monotonic()
+        stolen = Stolen()
         marks = [(len(s.reactions), len(s.client.received.video)) for s in sessions]
         await asyncio.sleep(args.seconds)
         after = await asyncio.to_thread(scrape, base)
         t1 = time.monotonic()
+        steal = stolen.cores()
         stop.set()
         await asyncio.gather(*drivers, return_exceptions=True)
     windows = []
@@ -249,6 +254,7 @@ async def one_round(base: str, n: int, args: argparse.Namespace, questions: list
         gauge("machine_busy"),
         gauge("machine_busy_next"),
         cores,
+        stolen=steal,
     )
 
 
@@ -300,6 +306,7 @@ def details(r: Round) -> str:
         f"N = {r.n}: "
         + "; ".join(parts)
         + f". Server CPU in cores, {sum(r.cores.values()):.2f} in all: {cores}"
+        + ("" if r.stolen is None else f"; the hypervisor took {r.stolen:.2f} cores")
     )
 
 

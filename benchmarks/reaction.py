@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 from served import served, session_counters, session_url
+from stolen import Stolen
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not installed: the repository's
 
@@ -375,7 +376,9 @@ async def reaction_run(
 ) -> None:
     audio = sounds(source)
     waits = delays(seed, rounds, phase)
+    stolen = Stolen()
     results = {kind: await run_kind(url, seed, kind, gap, audio, waits, splice, base) for kind in kinds}
+    steal = stolen.line("these inputs")
     firsts = {kind: (run.trials[0], run.received) for kind, run in results.items()}
     first = min(t.after_chunk for t, _ in firsts.values())
     reacting = [t.frame.header["chunk"] for t, _ in firsts.values() if t.frame is not None]
@@ -397,6 +400,7 @@ async def reaction_run(
         f"reactions {spliced})\n"
     )
     print("\n".join(latency_table(trials)))
+    print(f"\n{steal}")
     if source == "real":
         print("\n".join(["", "By recording:", "", *sound_table(trials)]))
     if base is not None:
