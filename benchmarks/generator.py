@@ -51,6 +51,8 @@ import torch
 # The checkout's own packages (not an editable install's) and tests.support.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from stolen import Stolen  # the benchmarks' own module (this script's folder is first on sys.path)
+
 from streaming_model.condition import ChunkCondition
 from streaming_model.kernels import chosen_kernels
 from streaming_model.kv_cache import CacheMode
@@ -246,8 +248,10 @@ def main() -> None:
         Lane("naive", as_loaded(args.steps, mode="naive"), min(n, args.naive_chunks)),
     ]
     t0 = time.perf_counter()
+    stolen = Stolen()
     run(paths, script(n))
     wall = time.perf_counter() - t0
+    steal = stolen.line("the paths' chunks")
     results = {p.name: p.summary() for p in paths}
     today = results["today"]
     print(
@@ -269,6 +273,7 @@ def main() -> None:
             f"{r['rss_start_mb']:>7.0f}->{r['rss_end_mb']:<7.0f}"
         )
     print(f"served here: {served_path()}")
+    print(steal)
     naive = results["naive"]
     print(f"maintenance naive / write-time: {naive['maint_ms'] / max(today['maint_ms'], 1e-9):.1f}x")
     lat = interrupt_latency(gen.open_session(identity=1, seed=0, steps=args.steps), 40)  # fused

@@ -44,6 +44,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from served import served, session_counters, session_url
+from stolen import Stolen
 
 from server.client import SessionClient
 from server.demo_audio import noise, speech
@@ -181,7 +182,7 @@ def pct(values: list[float]) -> str:
 
 async def run(
     args: argparse.Namespace, server_toml: str, director_toml: str
-) -> tuple[list[Turn], list[dict[str, float]], float, float]:
+) -> tuple[list[Turn], list[dict[str, float]], float, float, str]:
     rng = random.Random(args.seed)
     # Made before the server starts: Piper here would take the cores from the server it measures.
     questions = [speech(q, sampling_noise=False) for q in QUESTIONS]
@@ -210,6 +211,7 @@ model = "bench"
             wall_offset = time.time() - time.monotonic()
             try:
                 await asyncio.sleep(2.0)  # warm-up: the first chunks include loading
+                stolen = Stolen()
                 for i in range(args.turns):
                     question = rng.choice(questions)
                     since = len(client.received.messages)
@@ -231,11 +233,12 @@ model = "bench"
                     while len(spans.turns()) < len(turns):
                         spans.arrived.clear()
                         await spans.arrived.wait()
+                steal = stolen.line(f"the {len(turns)} turns")
                 counters = await asyncio.to_thread(session_counters, base)
                 on_time = counters["chunks_on_time_total"] / max(1.0, counters["chunks_sent_total"])
             finally:
                 streaming.cancel()
-    return turns, [stage_times(s) for s in spans.turns()], wall_offset, on_time
+    return turns, [stage_times(s) for s in spans.turns()], wall_offset, on_time, steal
 
 
 def report(
@@ -243,6 +246,7 @@ def report(
     stages: list[dict[str, float]],
     wall_offset: float,
     on_time: float,
+    steal: str,
     args: argparse.Namespace,
     server_toml: str,
     director_toml: str,
@@ -273,7 +277,7 @@ def report(
     network = [t.heard + wall_offset - s["audio.sent"] for t, s in matched if "audio.sent" in s]
     print(f"| sent to heard at the client | {pct(network)} |")
     placed = [s["turn.speech_end"] - (t.speech_end + wall_offset) for t, s in matched]
-    print(f"\nChunks on time: {100 * on_time:.1f} % (a busy machine shows here first).")
+    print(f"\nChunks on time: {100 * on_time:.1f} % (a busy machine shows here first). {steal}")
     print(
         f"\nThe server placed the end of speech {pct(placed).replace(' | ', ' ms (p50) / ')} ms (p95) after the client's.\n"
     )
