@@ -142,7 +142,7 @@ def told(
 
 def test_the_real_onsets_were_hunches_a_confirmation_earlier():
     # What a reaction is prepared on: the knocks and claps of the real set, and their hunches 50-60 ms sooner
-    # (110 of 111 here: one knock in the fan's noise rose above the floor only as it was 60 ms later). The
+    # (109 of 110 here: one knock in the fan's noise rose above the floor only as it was 60 ms later). The
     # detector tells "dropped" once no onset came near a hunch, so a hunch still open can become the onset.
     onsets, early = 0, []
     for name in sound_set.SCENES:
