@@ -90,13 +90,19 @@ def onsets_told_after(scene: sound_set.Scene, config: OnsetConfig) -> dict[str, 
 def told_table(scenes: list[str]) -> str:
     """Onsets told after their sound, as served and over the full span, ms: median (max), and the ratio."""
     served, full = OnsetConfig(), OnsetConfig(early_ms=OnsetConfig().confirm_ms)
+    after: dict[OnsetConfig, dict[str, list[float]]] = {
+        config: defaultdict(list) for config in (served, full)
+    }
+    for name in scenes:
+        for config, by_kind in after.items():
+            for kind, ms in onsets_told_after(sound_set.scene(name), config).items():
+                by_kind[kind] += ms
     lines = [
         "| kind | onsets | served: median (max) ms | full span: median (max) ms | served / full (median) |",
         "|---|---:|---:|---:|---:|",
     ]
     for kind in sound_set.IMPULSIVE:
-        a = np.array([x for n in scenes for x in onsets_told_after(sound_set.scene(n), served)[kind]])
-        b = np.array([x for n in scenes for x in onsets_told_after(sound_set.scene(n), full)[kind]])
+        a, b = np.array(after[served][kind]), np.array(after[full][kind])
         lines.append(
             f"| {kind} | {a.size} | {np.median(a):.0f} ({a.max():.0f}) | {np.median(b):.0f} ({b.max():.0f}) "
             f"| {np.median(a) / np.median(b):.2f} |"
