@@ -211,12 +211,11 @@ class OnsetDetector:
         floor = self._floor
         if floor is None:
             return
-        cfg, db, last = self.config, self._db, len(self._db) - 1
+        last = len(self._db) - 1
         for back in range(self._confirm - 1, self._early - 1, -1):
             c = self._count - 1 - back
-            level = db[last - back]
-            if c < self._quiet_until or level < cfg.min_level_db or level - floor < cfg.above_floor_db:
-                continue  # the cheap part of the candidate's tests, on every hop
+            if c < self._quiet_until:
+                continue
             attack = self._impulse(last - back, back, floor)
             if attack is not None:
                 self._confirmed(c, back, attack, floor, events)
