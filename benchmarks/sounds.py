@@ -30,7 +30,7 @@ from events.onset import OnsetConfig, OnsetDetector
 from events.stamp import Stamper
 from events.vocabulary import SoundOnset
 from tests.support import sound_set
-from tests.support.hearing_score import FRAME, ONSET_EARLY_MS, ONSET_LATE_MS, KindScore, hear, score
+from tests.support.hearing_score import FRAME, KindScore, hear, is_its_onset, score
 
 
 def pct(n: int, of: int) -> str:
@@ -81,9 +81,8 @@ def onsets_told_after(scene: sound_set.Scene, config: OnsetConfig) -> dict[str, 
     out: dict[str, list[float]] = defaultdict(list)
     for t in scene.truth:
         if t.kind in sound_set.IMPULSIVE and not t.under_speech:
-            first = t.impulses_ms[0]
-            hits = [now for at, now in told if first - ONSET_EARLY_MS <= at <= first + ONSET_LATE_MS]
-            out[t.kind] += [hits[0] - first] if hits else []
+            hits = [now for at, now in told if is_its_onset(t, at)]
+            out[t.kind] += [hits[0] - t.impulses_ms[0]] if hits else []
     return out
 
 

@@ -46,6 +46,13 @@ class KindScore(msgspec.Struct, kw_only=True):
     end_errors_ms: list[float] = msgspec.field(default_factory=list)
 
 
+def is_its_onset(t: Truth, at_ms: float) -> bool:
+    """Whether an onset at ``at_ms`` is the one of the knock or clap (train) ``t``: from ``ONSET_EARLY_MS``
+    before its first impulse to ``ONSET_LATE_MS`` after it."""
+    first = t.impulses_ms[0]
+    return first - ONSET_EARLY_MS <= at_ms <= first + ONSET_LATE_MS
+
+
 def hear(scene: Scene, hearing: Hearing, config: EarsConfig | None = None) -> list[Event]:
     """Everything the ears (with the sound classifier) hear in a scene, fed in 20 ms frames."""
     stamper = Stamper("set")
@@ -84,8 +91,7 @@ def score(
         row = out[t.kind]
         row.count += 1
         if t.kind in IMPULSIVE:
-            first = t.impulses_ms[0]
-            hit = any(first - ONSET_EARLY_MS <= at <= first + ONSET_LATE_MS for at in onsets)
+            hit = any(is_its_onset(t, at) for at in onsets)
             if t.under_speech:
                 row.under_speech += 1
                 row.onsets_under_speech += hit
