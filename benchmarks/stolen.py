@@ -15,13 +15,9 @@ from server.cpu_watch import machine_times
 
 
 class Stolen:
-    """Steal since this was made (or ``restart``), in cores: 1.0 is one core's time taken all along."""
+    """Steal since this was made, in cores: 1.0 is one core's time taken all along."""
 
     def __init__(self) -> None:
-        self.restart()
-
-    def restart(self) -> None:
-        """Count from now."""
         self._start = _reading()
 
     def cores(self) -> float | None:
